@@ -1,0 +1,590 @@
+// nuvec: the array operations (MLX's ops.h API: names, argument order, defaults). Each op
+// validates its arguments, works out the output dtype and shape, and records a node; nothing
+// runs until eval. Errors: std::invalid_argument for shapes and dtypes, std::out_of_range
+// for axes and indices, each message starting with "[op]".
+//
+// Conventions for every op below:
+// - Binary ops broadcast with NumPy's rules and promote with promote_types.
+// - `axes` may be negative (counted from the end); duplicates or out-of-range axes throw.
+// - `s` picks the stream or device (default: the default device's default stream).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nuvec/array.h"
+#include "nuvec/device.h"
+#include "nuvec/stream.h"
+
+namespace nuvec {
+
+// ---------------------------------------------------------------------------------------
+// Creation (src/ops/creation.cpp)
+
+/// Values start, start + step, ... below stop (NumPy's arange). Dtype: `dtype`, else float32
+/// for the double overloads and int32 for the int ones. Throws std::invalid_argument for a
+/// zero or NaN step, an infinite bound, or a bool dtype.
+array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s = {});
+array arange(double start, double stop, double step, StreamOrDevice s = {});
+array arange(double start, double stop, Dtype dtype, StreamOrDevice s = {});
+array arange(double start, double stop, StreamOrDevice s = {});
+array arange(double stop, Dtype dtype, StreamOrDevice s = {});
+array arange(double stop, StreamOrDevice s = {});
+array arange(int start, int stop, int step, StreamOrDevice s = {});
+array arange(int start, int stop, StreamOrDevice s = {});
+array arange(int stop, StreamOrDevice s = {});
+
+/// `num` evenly spaced values from start to stop inclusive. Throws for num < 0.
+array linspace(double start, double stop, int num = 50, Dtype dtype = float32, StreamOrDevice s = {});
+
+/// The elements of a converted to dtype (NumPy casting: truncation toward zero for float
+/// to int, "!= 0" for bool, real part for complex to real).
+array astype(array a, Dtype dtype, StreamOrDevice s = {});
+
+/// A view of a's data with the given shape, element strides and element offset (no bounds
+/// are checked beyond a's buffer; a is made contiguous first). Source: NumPy as_strided.
+array as_strided(array a, Shape shape, Strides strides, size_t offset, StreamOrDevice s = {});
+
+/// A copy of a (shares the buffer until written: arrays are immutable).
+array copy(array a, StreamOrDevice s = {});
+
+/// An array of `shape` filled with vals (broadcast to shape), converted to dtype.
+/// Throws std::invalid_argument when vals does not broadcast to shape.
+array full(Shape shape, array vals, Dtype dtype, StreamOrDevice s = {});
+array full(Shape shape, array vals, StreamOrDevice s = {});
+template <typename T>
+array full(Shape shape, T val, Dtype dtype, StreamOrDevice s = {}) {
+  return full(std::move(shape), array(val, dtype), s);
+}
+template <typename T>
+array full(Shape shape, T val, StreamOrDevice s = {}) {
+  return full(std::move(shape), array(val), s);
+}
+
+/// Zeros / ones of a shape (float32 by default) or of another array's shape and dtype.
+array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
+array zeros(const Shape& shape, StreamOrDevice s = {});
+array zeros_like(const array& a, StreamOrDevice s = {});
+array ones(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
+array ones(const Shape& shape, StreamOrDevice s = {});
+array ones_like(const array& a, StreamOrDevice s = {});
+/// full(a.shape(), vals, a.dtype()) (nuvec addition, NumPy's full_like).
+array full_like(const array& a, array vals, StreamOrDevice s = {});
+
+/// An n x m matrix with ones on the k-th diagonal (k > 0 above the main one).
+/// Throws std::invalid_argument for negative n or m.
+array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s = {});
+array eye(int n, Dtype dtype, StreamOrDevice s = {});
+array eye(int n, int m, StreamOrDevice s = {});
+array eye(int n, int m, int k, StreamOrDevice s = {});
+array eye(int n, StreamOrDevice s = {});
+
+/// The n x n identity.
+array identity(int n, Dtype dtype, StreamOrDevice s = {});
+array identity(int n, StreamOrDevice s = {});
+
+/// An n x m matrix with ones at and below the k-th diagonal.
+array tri(int n, int m, int k, Dtype type, StreamOrDevice s = {});
+array tri(int n, Dtype type, StreamOrDevice s = {});
+
+/// x with the elements above (tril) or below (triu) the k-th diagonal of the last two axes
+/// zeroed. Throws std::invalid_argument for x with fewer than 2 dimensions.
+array tril(array x, int k = 0, StreamOrDevice s = {});
+array triu(array x, int k = 0, StreamOrDevice s = {});
+
+/// Coordinate grids from 1-d arrays (NumPy's meshgrid; indexing "xy" or "ij").
+std::vector<array> meshgrid(
+    const std::vector<array>& arrays,
+    bool sparse = false,
+    const std::string& indexing = "xy",
+    StreamOrDevice s = {});
+
+// ---------------------------------------------------------------------------------------
+// Shape and views (src/ops/shape.cpp, src/ops/slicing.cpp)
+
+/// a with a new shape of the same size; one dimension may be -1 (inferred). A view when a
+/// is row-contiguous. Throws std::invalid_argument when sizes differ.
+array reshape(const array& a, Shape shape, StreamOrDevice s = {});
+
+/// Axis `axis` split into `shape` (one entry may be -1).
+array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s = {});
+
+/// Axes start_axis..end_axis merged into one.
+array flatten(const array& a, int start_axis, int end_axis = -1, StreamOrDevice s = {});
+array flatten(const array& a, StreamOrDevice s = {});
+
+/// a without the given size-1 axes (all size-1 axes without `axes`). Throws for an axis
+/// whose size is not 1.
+array squeeze(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array squeeze(const array& a, int axis, StreamOrDevice s = {});
+array squeeze(const array& a, StreamOrDevice s = {});
+
+/// a with size-1 axes inserted at `axes` (positions in the output).
+array expand_dims(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array expand_dims(const array& a, int axis, StreamOrDevice s = {});
+
+/// a[start:stop:strides] per axis (NumPy semantics: negative starts/stops count from the end
+/// and are clamped; negative strides walk backwards). A view of a's buffer.
+array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevice s = {});
+array slice(const array& a, Shape start, Shape stop, StreamOrDevice s = {});
+/// A window of `slice_size` along `axes` starting at the (integer) array `start` (one entry
+/// per axis, clamped so the window fits).
+array slice(
+    const array& a,
+    const array& start,
+    std::vector<int> axes,
+    Shape slice_size,
+    StreamOrDevice s = {});
+
+/// src with src[start:stop:strides] replaced by update (broadcast to the slice).
+array slice_update(
+    const array& src,
+    const array& update,
+    Shape start,
+    Shape stop,
+    Shape strides,
+    StreamOrDevice s = {});
+array slice_update(
+    const array& src,
+    const array& update,
+    Shape start,
+    Shape stop,
+    StreamOrDevice s = {});
+/// src with the window at the (integer) array `start` along `axes` replaced by update.
+array slice_update(
+    const array& src,
+    const array& update,
+    const array& start,
+    std::vector<int> axes,
+    StreamOrDevice s = {});
+
+/// a split into `num_splits` equal parts, or at `indices`, along axis (default 0).
+/// Throws std::invalid_argument when the axis does not divide evenly.
+std::vector<array> split(const array& a, int num_splits, int axis, StreamOrDevice s = {});
+std::vector<array> split(const array& a, int num_splits, StreamOrDevice s = {});
+std::vector<array> split(const array& a, const Shape& indices, int axis, StreamOrDevice s = {});
+std::vector<array> split(const array& a, const Shape& indices, StreamOrDevice s = {});
+
+/// The arrays joined along axis (promoted to a common dtype); without axis, flattened.
+array concatenate(std::vector<array> arrays, int axis, StreamOrDevice s = {});
+array concatenate(std::vector<array> arrays, StreamOrDevice s = {});
+
+/// The arrays stacked along a new axis (all shapes equal).
+array stack(const std::vector<array>& arrays, int axis, StreamOrDevice s = {});
+array stack(const std::vector<array>& arrays, StreamOrDevice s = {});
+
+/// The slices of a along axis, each without that axis (NumPy 2's unstack).
+std::vector<array> unstack(const array& a, int axis = 0, StreamOrDevice s = {});
+
+/// Each element repeated `repeats` times along axis (flattened without axis).
+array repeat(const array& arr, int repeats, int axis, StreamOrDevice s = {});
+array repeat(const array& arr, int repeats, StreamOrDevice s = {});
+
+/// arr tiled reps times per axis (NumPy's tile).
+array tile(const array& arr, std::vector<int> reps, StreamOrDevice s = {});
+
+/// The axes of a permuted (reversed without axes). A view.
+array transpose(const array& a, std::vector<int> axes, StreamOrDevice s = {});
+array transpose(const array& a, std::initializer_list<int> axes, StreamOrDevice s = {});
+array transpose(const array& a, StreamOrDevice s = {});
+
+/// Two axes swapped; one axis moved to a new position. Views.
+array swapaxes(const array& a, int axis1, int axis2, StreamOrDevice s = {});
+array moveaxis(const array& a, int source, int destination, StreamOrDevice s = {});
+
+/// a padded along axes with low/high widths; mode "constant" (pad_value) or "edge".
+array pad(
+    const array& a,
+    const std::vector<int>& axes,
+    const Shape& low_pad_size,
+    const Shape& high_pad_size,
+    const array& pad_value = array(0),
+    const std::string& mode = "constant",
+    StreamOrDevice s = {});
+array pad(
+    const array& a,
+    const std::vector<std::pair<int, int>>& pad_width,
+    const array& pad_value = array(0),
+    const std::string& mode = "constant",
+    StreamOrDevice s = {});
+array pad(
+    const array& a,
+    const std::pair<int, int>& pad_width,
+    const array& pad_value = array(0),
+    const std::string& mode = "constant",
+    StreamOrDevice s = {});
+array pad(
+    const array& a,
+    int pad_width,
+    const array& pad_value = array(0),
+    const std::string& mode = "constant",
+    StreamOrDevice s = {});
+
+/// a broadcast to shape (a view). Throws std::invalid_argument when not broadcastable.
+array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s = {});
+/// The inputs broadcast to their common shape.
+std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s = {});
+/// The broadcast shape of two shapes (NumPy's rule). Throws std::invalid_argument.
+Shape broadcast_shapes(const Shape& s1, const Shape& s2);
+
+/// Elements shifted by `shift` along axes (flattened without axes), wrapping around.
+array roll(const array& a, int shift, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, StreamOrDevice s = {});
+array roll(const array& a, int shift, int axis, StreamOrDevice s = {});
+array roll(const array& a, int shift, const std::vector<int>& axes, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, int axis, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, const std::vector<int>& axes, StreamOrDevice s = {});
+
+/// a reversed along axes (all axes without them): a view with negative strides
+/// (NumPy's flip; nuvec addition).
+array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array flip(const array& a, StreamOrDevice s = {});
+
+/// The offset diagonal of the (axis1, axis2) planes, as a new last axis (NumPy's diagonal).
+array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1, StreamOrDevice s = {});
+/// The k-th diagonal of a 2-d array, or a 2-d array with a 1-d array on its k-th diagonal.
+array diag(const array& a, int k = 0, StreamOrDevice s = {});
+/// Sum of the offset diagonal of the (axis1, axis2) planes.
+array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype, StreamOrDevice s = {});
+array trace(const array& a, int offset, int axis1, int axis2, StreamOrDevice s = {});
+array trace(const array& a, StreamOrDevice s = {});
+
+/// a with at least 1, 2 or 3 dimensions (size-1 axes added as NumPy does).
+array atleast_1d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_1d(const std::vector<array>& a, StreamOrDevice s = {});
+array atleast_2d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_2d(const std::vector<array>& a, StreamOrDevice s = {});
+array atleast_3d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s = {});
+
+/// a's bits reinterpreted as dtype; the last axis scales by the itemsize ratio.
+/// Throws std::invalid_argument when the last axis does not divide.
+array view(const array& a, const Dtype& dtype, StreamOrDevice s = {});
+
+/// A row-contiguous copy of a (or a itself when already contiguous; column-major too when
+/// allow_col_major).
+array contiguous(const array& a, bool allow_col_major = false, StreamOrDevice s = {});
+
+/// a, with gradients cut: its vjp and jvp are zero.
+array stop_gradient(const array& a, StreamOrDevice s = {});
+
+/// The inputs, made to depend on `dependencies` (evaluating them evaluates the
+/// dependencies first; no gradient flows to the dependencies).
+std::vector<array> depends(
+    const std::vector<array>& inputs,
+    const std::vector<array>& dependencies);
+
+// ---------------------------------------------------------------------------------------
+// Element-wise (src/ops/elementwise.cpp). Unary math ops on integer or bool inputs compute
+// in float32 (float ops) as MLX does.
+
+/// Comparisons: bool arrays.
+array equal(const array& a, const array& b, StreamOrDevice s = {});
+array not_equal(const array& a, const array& b, StreamOrDevice s = {});
+array greater(const array& a, const array& b, StreamOrDevice s = {});
+array greater_equal(const array& a, const array& b, StreamOrDevice s = {});
+array less(const array& a, const array& b, StreamOrDevice s = {});
+array less_equal(const array& a, const array& b, StreamOrDevice s = {});
+
+/// Whether a and b have the same shape and elements (NaNs equal when equal_nan).
+array array_equal(const array& a, const array& b, bool equal_nan, StreamOrDevice s = {});
+array array_equal(const array& a, const array& b, StreamOrDevice s = {});
+
+/// Element-wise tests on floating values (false for integer inputs).
+array isnan(const array& a, StreamOrDevice s = {});
+array isinf(const array& a, StreamOrDevice s = {});
+array isfinite(const array& a, StreamOrDevice s = {});
+array isposinf(const array& a, StreamOrDevice s = {});
+array isneginf(const array& a, StreamOrDevice s = {});
+
+/// x where condition, else y (all three broadcast; x and y promote).
+array where(const array& condition, const array& x, const array& y, StreamOrDevice s = {});
+
+/// NaN, +inf and -inf replaced (defaults: 0, the dtype's max and lowest finite values).
+array nan_to_num(
+    const array& a,
+    float nan = 0.0f,
+    const std::optional<float> posinf = std::nullopt,
+    const std::optional<float> neginf = std::nullopt,
+    StreamOrDevice s = {});
+
+/// a limited to [a_min, a_max] (either may be absent, not both).
+array clip(
+    const array& a,
+    const std::optional<array>& a_min = std::nullopt,
+    const std::optional<array>& a_max = std::nullopt,
+    StreamOrDevice s = {});
+
+/// |a - b| <= atol + rtol |b| element-wise (isclose) and over all elements (allclose).
+array allclose(
+    const array& a,
+    const array& b,
+    double rtol = 1e-5,
+    double atol = 1e-8,
+    bool equal_nan = false,
+    StreamOrDevice s = {});
+array isclose(
+    const array& a,
+    const array& b,
+    double rtol = 1e-5,
+    double atol = 1e-8,
+    bool equal_nan = false,
+    StreamOrDevice s = {});
+
+/// Unary math. Float ops on integer/bool inputs return float32.
+array abs(const array& a, StreamOrDevice s = {});
+array negative(const array& a, StreamOrDevice s = {});
+array sign(const array& a, StreamOrDevice s = {});
+array logical_not(const array& a, StreamOrDevice s = {});
+array reciprocal(const array& a, StreamOrDevice s = {});
+array floor(const array& a, StreamOrDevice s = {});
+array ceil(const array& a, StreamOrDevice s = {});
+array square(const array& a, StreamOrDevice s = {});
+array sqrt(const array& a, StreamOrDevice s = {});
+array rsqrt(const array& a, StreamOrDevice s = {});
+array exp(const array& a, StreamOrDevice s = {});
+array expm1(const array& a, StreamOrDevice s = {});
+array log(const array& a, StreamOrDevice s = {});
+array log2(const array& a, StreamOrDevice s = {});
+array log10(const array& a, StreamOrDevice s = {});
+array log1p(const array& a, StreamOrDevice s = {});
+array sin(const array& a, StreamOrDevice s = {});
+array cos(const array& a, StreamOrDevice s = {});
+array tan(const array& a, StreamOrDevice s = {});
+array arcsin(const array& a, StreamOrDevice s = {});
+array arccos(const array& a, StreamOrDevice s = {});
+array arctan(const array& a, StreamOrDevice s = {});
+array sinh(const array& a, StreamOrDevice s = {});
+array cosh(const array& a, StreamOrDevice s = {});
+array tanh(const array& a, StreamOrDevice s = {});
+array arcsinh(const array& a, StreamOrDevice s = {});
+array arccosh(const array& a, StreamOrDevice s = {});
+array arctanh(const array& a, StreamOrDevice s = {});
+array degrees(const array& a, StreamOrDevice s = {});
+array radians(const array& a, StreamOrDevice s = {});
+array sigmoid(const array& a, StreamOrDevice s = {});
+/// The error function and its inverse (erfinv on (-1, 1); +-inf at +-1).
+array erf(const array& a, StreamOrDevice s = {});
+array erfinv(const array& a, StreamOrDevice s = {});
+/// Round half to even to `decimals` places (NumPy's round).
+array round(const array& a, int decimals, StreamOrDevice s = {});
+array round(const array& a, StreamOrDevice s = {});
+/// Complex conjugate, real and imaginary parts (identity / a / zeros for real inputs).
+array conjugate(const array& a, StreamOrDevice s = {});
+array real(const array& a, StreamOrDevice s = {});
+array imag(const array& a, StreamOrDevice s = {});
+
+/// Binary arithmetic, with NumPy's semantics for integers: floor_divide and remainder
+/// round toward negative infinity (remainder takes the divisor's sign); integer division
+/// by zero gives 0. divide always returns a floating dtype (true division).
+array add(const array& a, const array& b, StreamOrDevice s = {});
+array subtract(const array& a, const array& b, StreamOrDevice s = {});
+array multiply(const array& a, const array& b, StreamOrDevice s = {});
+array divide(const array& a, const array& b, StreamOrDevice s = {});
+array floor_divide(const array& a, const array& b, StreamOrDevice s = {});
+array remainder(const array& a, const array& b, StreamOrDevice s = {});
+/// (floor_divide(a, b), remainder(a, b)) computed by one node.
+std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s = {});
+/// a ** b (NumPy's power).
+array power(const array& a, const array& b, StreamOrDevice s = {});
+/// Element-wise max/min; NaN propagates (NumPy's maximum/minimum).
+array maximum(const array& a, const array& b, StreamOrDevice s = {});
+array minimum(const array& a, const array& b, StreamOrDevice s = {});
+/// log(exp(a) + exp(b)), computed stably.
+array logaddexp(const array& a, const array& b, StreamOrDevice s = {});
+/// The angle of (b, a): atan2(a, b).
+array arctan2(const array& a, const array& b, StreamOrDevice s = {});
+
+/// Logical ops (bool results) and bitwise ops (integer and bool dtypes only).
+array logical_and(const array& a, const array& b, StreamOrDevice s = {});
+array logical_or(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_and(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_or(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_xor(const array& a, const array& b, StreamOrDevice s = {});
+array left_shift(const array& a, const array& b, StreamOrDevice s = {});
+array right_shift(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_invert(const array& a, StreamOrDevice s = {});
+
+// Operators, with scalar forms (a scalar becomes a 0-d array of its C++ type).
+array operator-(const array& a);
+array operator!(const array& a);
+array operator~(const array& a);
+array operator+(const array& a, const array& b);
+array operator-(const array& a, const array& b);
+array operator*(const array& a, const array& b);
+array operator/(const array& a, const array& b);
+array operator%(const array& a, const array& b);
+array operator==(const array& a, const array& b);
+array operator!=(const array& a, const array& b);
+array operator<(const array& a, const array& b);
+array operator<=(const array& a, const array& b);
+array operator>(const array& a, const array& b);
+array operator>=(const array& a, const array& b);
+array operator&&(const array& a, const array& b);
+array operator||(const array& a, const array& b);
+array operator&(const array& a, const array& b);
+array operator|(const array& a, const array& b);
+array operator^(const array& a, const array& b);
+array operator<<(const array& a, const array& b);
+array operator>>(const array& a, const array& b);
+
+#define NUVEC_SCALAR_OPERATOR(OP)                    \
+  template <typename T>                              \
+  array operator OP(T a, const array& b) {           \
+    return array(a) OP b;                            \
+  }                                                  \
+  template <typename T>                              \
+  array operator OP(const array& a, T b) {           \
+    return a OP array(b);                            \
+  }
+NUVEC_SCALAR_OPERATOR(+)
+NUVEC_SCALAR_OPERATOR(-)
+NUVEC_SCALAR_OPERATOR(*)
+NUVEC_SCALAR_OPERATOR(/)
+NUVEC_SCALAR_OPERATOR(%)
+NUVEC_SCALAR_OPERATOR(==)
+NUVEC_SCALAR_OPERATOR(!=)
+NUVEC_SCALAR_OPERATOR(<)
+NUVEC_SCALAR_OPERATOR(<=)
+NUVEC_SCALAR_OPERATOR(>)
+NUVEC_SCALAR_OPERATOR(>=)
+NUVEC_SCALAR_OPERATOR(&)
+NUVEC_SCALAR_OPERATOR(|)
+NUVEC_SCALAR_OPERATOR(^)
+#undef NUVEC_SCALAR_OPERATOR
+
+// ---------------------------------------------------------------------------------------
+// Reductions (src/ops/reduce.cpp). Without axes they reduce over all axes. Sums of
+// integers and bools accumulate in the output dtype (int32 for bool/int8/int16/uint8..,
+// as MLX), float16/bfloat16 accumulate in float32.
+
+/// Whether all / any elements are true (bool output).
+array all(const array& a, bool keepdims, StreamOrDevice s = {});
+array all(const array& a, StreamOrDevice s = {});
+array all(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array all(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+array any(const array& a, bool keepdims, StreamOrDevice s = {});
+array any(const array& a, StreamOrDevice s = {});
+array any(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array any(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+/// Sum; bool and small integers sum in int32 (uint32 for unsigned), as MLX.
+array sum(const array& a, bool keepdims, StreamOrDevice s = {});
+array sum(const array& a, StreamOrDevice s = {});
+array sum(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array sum(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+/// Mean (floating output: float32 for integer inputs).
+array mean(const array& a, bool keepdims, StreamOrDevice s = {});
+array mean(const array& a, StreamOrDevice s = {});
+array mean(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array mean(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+/// Variance with ddof (divides by N - ddof; NaN-free: max(N - ddof, 0) gives inf/NaN as NumPy).
+array var(const array& a, bool keepdims, int ddof = 0, StreamOrDevice s = {});
+array var(const array& a, StreamOrDevice s = {});
+array var(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+array var(const array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+
+/// Standard deviation: sqrt(var).
+array std(const array& a, bool keepdims, int ddof = 0, StreamOrDevice s = {});
+array std(const array& a, StreamOrDevice s = {});
+array std(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+array std(const array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+
+/// Product.
+array prod(const array& a, bool keepdims, StreamOrDevice s = {});
+array prod(const array& a, StreamOrDevice s = {});
+array prod(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array prod(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+/// Maximum / minimum (NaN propagates). Throws std::invalid_argument on an empty reduction.
+array max(const array& a, bool keepdims, StreamOrDevice s = {});
+array max(const array& a, StreamOrDevice s = {});
+array max(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array max(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+array min(const array& a, bool keepdims, StreamOrDevice s = {});
+array min(const array& a, StreamOrDevice s = {});
+array min(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array min(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+/// Index (uint32) of the first minimum / maximum along axis (of the flattened array without).
+array argmin(const array& a, bool keepdims, StreamOrDevice s = {});
+array argmin(const array& a, StreamOrDevice s = {});
+array argmin(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+array argmax(const array& a, bool keepdims, StreamOrDevice s = {});
+array argmax(const array& a, StreamOrDevice s = {});
+array argmax(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+/// log(sum(exp(a))) computed stably (shifted by the max; inf inputs handled).
+array logsumexp(const array& a, bool keepdims, StreamOrDevice s = {});
+array logsumexp(const array& a, StreamOrDevice s = {});
+array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array logsumexp(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+/// exp(a - max) / sum(exp(a - max)) over axes; precise computes half inputs in float32.
+array softmax(const array& a, const std::vector<int>& axes, bool precise = false, StreamOrDevice s = {});
+array softmax(const array& a, bool precise = false, StreamOrDevice s = {});
+array softmax(const array& a, int axis, bool precise = false, StreamOrDevice s = {});
+
+/// Number of non-zero elements (int32 as NumPy's count on 32-bit ints; nuvec addition).
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array count_nonzero(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+array count_nonzero(const array& a, StreamOrDevice s = {});
+
+/// Median (mean of the two middle values for even counts; float output; NaN propagates).
+array median(const array& a, bool keepdims, StreamOrDevice s = {});
+array median(const array& a, StreamOrDevice s = {});
+array median(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array median(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+// ---------------------------------------------------------------------------------------
+// Sorting and axis indexing used by the core (src/ops/sort.cpp, src/ops/indexing.cpp)
+
+/// a sorted along axis (flattened without axis); NaNs last, as NumPy.
+array sort(const array& a, int axis, StreamOrDevice s = {});
+array sort(const array& a, StreamOrDevice s = {});
+/// The indices (uint32) that sort a along axis; stable.
+array argsort(const array& a, int axis, StreamOrDevice s = {});
+array argsort(const array& a, StreamOrDevice s = {});
+
+/// a's elements at `indices` along axis (indices broadcast with a except along axis;
+/// negative indices count from the end). Throws std::invalid_argument for non-integer
+/// indices or mismatched ranks.
+array take_along_axis(const array& a, const array& indices, int axis, StreamOrDevice s = {});
+/// a with values written at indices along axis (last write wins for duplicates).
+array put_along_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
+/// a with values added at indices along axis (duplicates accumulate).
+array scatter_add_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
+
+// ---------------------------------------------------------------------------------------
+// Linear algebra products (src/ops/matmul.cpp)
+
+/// Matrix product with NumPy's matmul rules: 1-d operands are promoted and the added axis
+/// removed, batch axes broadcast. float32/float64/complex64 run through BLAS; float16 and
+/// bfloat16 accumulate in float32; integer dtypes are supported. Throws
+/// std::invalid_argument when the inner dimensions differ or an operand is 0-d.
+array matmul(const array& a, const array& b, StreamOrDevice s = {});
+
+/// alpha * (a @ b) + beta * c, with c broadcast to the product's shape.
+array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f, StreamOrDevice s = {});
+
+/// Sum over the last `axis` axes of a and the first of b; or over the given axis pairs.
+array tensordot(const array& a, const array& b, const int axis = 2, StreamOrDevice s = {});
+array tensordot(
+    const array& a,
+    const array& b,
+    const std::vector<int>& axes_a,
+    const std::vector<int>& axes_b,
+    StreamOrDevice s = {});
+
+/// Outer product of the flattened inputs.
+array outer(const array& a, const array& b, StreamOrDevice s = {});
+/// Inner product over the last axes.
+array inner(const array& a, const array& b, StreamOrDevice s = {});
+/// Kronecker product.
+array kron(const array& a, const array& b, StreamOrDevice s = {});
+
+} // namespace nuvec

@@ -1,0 +1,89 @@
+// nuvec: the dtype dispatcher shared by every backend loop: maps a Dtype to its C++ element
+// type and calls a templated lambda, `f.template operator()<T>()`. No macros.
+#pragma once
+
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
+
+#include "nuvec/dtype.h"
+
+namespace nuvec {
+
+/// Calls f.template operator()<T>() with T the element type of dtype.
+template <typename F>
+decltype(auto) dispatch_all_types(Dtype dtype, F&& f) {
+  switch (dtype.val) {
+    case Dtype::Val::bool_: return f.template operator()<bool>();
+    case Dtype::Val::uint8: return f.template operator()<uint8_t>();
+    case Dtype::Val::uint16: return f.template operator()<uint16_t>();
+    case Dtype::Val::uint32: return f.template operator()<uint32_t>();
+    case Dtype::Val::uint64: return f.template operator()<uint64_t>();
+    case Dtype::Val::int8: return f.template operator()<int8_t>();
+    case Dtype::Val::int16: return f.template operator()<int16_t>();
+    case Dtype::Val::int32: return f.template operator()<int32_t>();
+    case Dtype::Val::int64: return f.template operator()<int64_t>();
+    case Dtype::Val::float16: return f.template operator()<float16_t>();
+    case Dtype::Val::float32: return f.template operator()<float>();
+    case Dtype::Val::float64: return f.template operator()<double>();
+    case Dtype::Val::bfloat16: return f.template operator()<bfloat16_t>();
+    case Dtype::Val::complex64: return f.template operator()<complex64_t>();
+  }
+  throw std::invalid_argument("[dispatch] unknown dtype.");
+}
+
+/// Element types by property, for `if constexpr` inside dispatched lambdas.
+template <typename T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
+template <typename T>
+inline constexpr bool is_float_v =
+    std::is_floating_point_v<T> || is_half_v<T>;
+template <typename T>
+inline constexpr bool is_integral_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+/// The type arithmetic on T is carried out in: float for the half types, T otherwise
+/// (float16/bfloat16 accumulate in float32, as the issue and NumPy's pairwise sums do).
+template <typename T>
+using acc_t = std::conditional_t<is_half_v<T>, float, T>;
+
+/// Converts one element between element types with NumPy's rules: to bool is "!= 0",
+/// complex to real drops the imaginary part, halves go through float.
+template <typename To, typename From>
+inline To cast_to(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (is_complex_v<From>) {
+      return v.real() != 0 || v.imag() != 0;
+    } else if constexpr (is_half_v<From>) {
+      return static_cast<float>(v) != 0.0f;
+    } else {
+      return v != From(0);
+    }
+  } else if constexpr (is_complex_v<To>) {
+    return To(static_cast<float>(v), 0.0f);
+  } else if constexpr (is_complex_v<From>) {
+    return cast_to<To>(v.real());
+  } else if constexpr (is_half_v<From>) {
+    return cast_to<To>(static_cast<float>(v));
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    // Float to integer: C truncation where the value fits; NaN and out-of-range values are
+    // undefined in C++, so clamp them to a defined result instead (0 for NaN).
+    if (!(v == v)) return To(0);
+    if (v <= static_cast<From>(std::numeric_limits<To>::lowest())) {
+      return std::numeric_limits<To>::lowest();
+    }
+    if (v >= static_cast<From>(std::numeric_limits<To>::max())) {
+      return std::numeric_limits<To>::max();
+    }
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+} // namespace nuvec

@@ -1,0 +1,246 @@
+// nuvec: eval and async_eval: count consumers by an explicit-stack DFS, build the tape
+// breadth first under a width limit, then hand nodes to their streams in dependency order,
+// with events between streams and a wait when memory is over the limit (the algorithm of
+// MLX's eval_impl, shared/seeds/004_*.txt).
+#include <cstdlib>
+#include <deque>
+#include <stack>
+#include <unordered_map>
+
+#include "backend/cpu/eval.h"
+#include "backend/gpu.h"
+#include "core/scheduler.h"
+#include "nuvec/memory.h"
+#include "nuvec/primitives.h"
+#include "nuvec/transforms.h"
+#include "transforms/trace.h"
+
+namespace nuvec {
+
+namespace {
+
+// Bound on queued tasks: keeps the tape's temporaries from piling up ahead of the workers.
+constexpr int kMaxActiveTasks = 4096;
+
+int bfs_max_width() {
+  static int width = [] {
+    const char* v = std::getenv("NUVEC_BFS_MAX_WIDTH");
+    int w = v ? std::atoi(v) : 20;
+    return w > 0 ? w : 20;
+  }();
+  return width;
+}
+
+// The root of a tape: a no-op node whose inputs are the outputs to evaluate, so one event
+// on its stream tells when everything is done.
+class Synchronizer : public Primitive {
+ public:
+  explicit Synchronizer(Stream stream) : Primitive(stream) {}
+  void eval_cpu(const std::vector<array>&, std::vector<array>&) override {}
+  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {}
+  std::vector<array> jvp(
+      const std::vector<array>&,
+      const std::vector<array>&,
+      const std::vector<int>&) override {
+    throw std::invalid_argument("[Synchronizer] has no derivative.");
+  }
+  std::vector<array> vjp(
+      const std::vector<array>&,
+      const std::vector<array>&,
+      const std::vector<int>&,
+      const std::vector<array>&) override {
+    throw std::invalid_argument("[Synchronizer] has no derivative.");
+  }
+  std::pair<std::vector<array>, std::vector<int>> vmap(
+      const std::vector<array>&,
+      const std::vector<int>&) override {
+    throw std::invalid_argument("[Synchronizer] cannot be batched.");
+  }
+  bool is_equivalent(const Primitive&) const override { return false; }
+  std::vector<Shape> output_shapes(const std::vector<array>&) override { return {Shape{}}; }
+  const char* name() const override { return "Synchronizer"; }
+};
+
+array eval_impl(std::vector<array> outputs, bool async) {
+  Stream stream = default_stream(default_device());
+  for (auto& o : outputs) {
+    if (o.status() == array::Status::unscheduled && o.has_primitive()) {
+      stream = o.primitive().stream();
+      break;
+    }
+  }
+
+  // Inputs consumed on a stream other than their producer's, and that producer stream.
+  std::unordered_map<std::uintptr_t, Stream> needs_fence;
+  array synchronizer(Shape{}, bool_, std::make_shared<Synchronizer>(stream), std::move(outputs));
+
+  std::deque<array> tape;
+  {
+    // Consumers per unscheduled node (siblings share their count).
+    std::unordered_map<std::uintptr_t, int> degree;
+    std::stack<std::pair<std::reference_wrapper<array>, size_t>> dfs;
+    dfs.emplace(synchronizer, 0);
+    while (!dfs.empty()) {
+      auto& [a_ref, idx] = dfs.top();
+      array& a = a_ref.get();
+      if (idx < a.inputs().size()) {
+        array& in = a.inputs()[idx++];
+        if (in.status() == array::Status::unscheduled) {
+          if (async && in.is_tracer()) {
+            throw std::invalid_argument("[async_eval] Not allowed inside a graph transformation.");
+          }
+          if (!in.has_primitive()) {
+            if (in.is_tracer()) {
+              throw std::invalid_argument(
+                  "[eval] Attempting to eval an array during function transformations "
+                  "like vmap is not allowed.");
+            }
+            throw std::runtime_error("[eval] Attempting to eval an array without a primitive.");
+          }
+          if (a.primitive().stream() != in.primitive().stream()) {
+            needs_fence.emplace(in.id(), in.primitive().stream());
+          }
+        }
+        auto it = degree.find(in.id());
+        if (it == degree.end()) {
+          degree.emplace(in.id(), 1);
+          for (auto& s : in.siblings()) degree.emplace(s.id(), 1);
+          dfs.emplace(in, 0);
+        } else {
+          it->second++;
+          for (auto& s : in.siblings()) degree[s.id()]++;
+        }
+        continue;
+      }
+      if (a.status() != array::Status::unscheduled && !a.is_tracer() && a.has_primitive()) {
+        a.detach(); // evaluated earlier and no transform needs its graph
+      }
+      dfs.pop();
+    }
+
+    // Breadth first, but when the frontier is wider than the limit, go depth first for a
+    // while: this bounds how many intermediates are alive at once.
+    const size_t max_width = bfs_max_width();
+    std::stack<std::pair<std::reference_wrapper<array>, size_t>> deferred;
+    tape.push_back(synchronizer);
+    for (size_t i = 0; !degree.empty() && (i < tape.size() || !deferred.empty());) {
+      size_t j = 0;
+      array* ap;
+      if (i >= tape.size()) {
+        ap = &deferred.top().first.get();
+        j = deferred.top().second;
+        deferred.pop();
+      } else {
+        ap = &tape[i++];
+      }
+      array& a = *ap;
+      for (; j < a.inputs().size(); ++j) {
+        array& in = a.inputs()[j];
+        if (in.status() != array::Status::unscheduled) continue;
+        if (tape.size() - i >= max_width) {
+          deferred.emplace(a, j);
+          break;
+        }
+        auto it = degree.find(in.id());
+        if (--it->second != 0) {
+          for (auto& s : in.siblings()) degree[s.id()]--;
+          continue;
+        }
+        degree.erase(it);
+        for (auto& s : in.siblings()) degree.erase(s.id());
+        tape.push_back(in);
+      }
+    }
+  }
+
+  std::unordered_map<int, Event> events;
+  events.emplace(stream.index, Event(stream));
+  std::unordered_map<std::uintptr_t, Event> fences;
+
+  while (!tape.empty()) {
+    array arr = std::move(tape.back());
+    tape.pop_back();
+    Stream s = arr.primitive().stream();
+
+    auto e = events.find(s.index);
+    if (e == events.end()) e = events.emplace(s.index, Event(s)).first;
+    e->second.set_value(1);
+    arr.attach_event(e->second);
+    for (auto& sib : arr.siblings()) sib.attach_event(e->second);
+
+    for (auto& in : arr.inputs()) {
+      if (auto f = fences.find(in.id()); f != fences.end()) {
+        f->second.wait(s); // produced on another stream in this eval
+      } else if (in.event().valid()) {
+        if (in.event().is_signaled()) {
+          in.detach_event();
+        } else if (in.event().stream() != s) {
+          in.event().wait(s); // produced by an earlier async_eval on another stream
+        }
+      }
+    }
+
+    if (arr.primitive().device() == Device::gpu) {
+      gpu::eval(arr);
+    } else {
+      cpu::eval(arr);
+    }
+
+    if (scheduler::n_active_tasks() > kMaxActiveTasks ||
+        (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0)) {
+      for (auto& [_, ev] : events) {
+        if (ev.stream().device == Device::gpu) gpu::finalize(ev.stream());
+      }
+      scheduler::wait_for_one();
+      while (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0) {
+        scheduler::wait_for_one();
+      }
+    }
+
+    auto fence_if_needed = [&](const array& a) {
+      if (needs_fence.count(a.id())) {
+        Event f(s);
+        f.set_value(1);
+        f.signal(s);
+        fences.emplace(a.id(), std::move(f));
+      }
+    };
+    arr.set_status(array::Status::evaluated);
+    fence_if_needed(arr);
+    for (auto& sib : arr.siblings()) {
+      sib.set_status(array::Status::evaluated);
+      fence_if_needed(sib);
+    }
+    if (!arr.is_tracer()) arr.detach();
+  }
+
+  for (auto& [_, e] : events) {
+    e.signal(e.stream());
+    if (e.stream().device == Device::gpu) gpu::finalize(e.stream());
+  }
+  return synchronizer;
+}
+
+} // namespace
+
+void async_eval(std::vector<array> outputs) {
+  if (outputs.empty()) return;
+  bool any = false;
+  for (auto& x : outputs) any |= x.status() == array::Status::unscheduled;
+  if (!any) return;
+  eval_impl(std::move(outputs), true);
+}
+
+void eval(std::vector<array> outputs) {
+  if (outputs.empty()) return;
+  bool any = false;
+  for (auto& x : outputs) any |= x.status() == array::Status::unscheduled;
+  if (!any) {
+    for (auto& x : outputs) x.wait();
+    return;
+  }
+  eval_impl(std::move(outputs), false).event().wait();
+  cpu::rethrow_kernel_error();
+}
+
+} // namespace nuvec

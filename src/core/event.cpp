@@ -1,0 +1,57 @@
+// nuvec: CPU events: a counter with a condition variable, signaled and waited on through
+// the stream workers (MLX's event semantics).
+#include "nuvec/event.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "core/scheduler.h"
+
+namespace nuvec {
+
+namespace {
+struct EventState {
+  std::mutex mtx;
+  std::condition_variable cv;
+  uint64_t value{0};
+
+  void signal(uint64_t v) {
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      value = v;
+    }
+    cv.notify_all();
+  }
+  void wait(uint64_t v) {
+    std::unique_lock<std::mutex> lk(mtx);
+    cv.wait(lk, [&] { return value >= v; });
+  }
+};
+
+EventState& state(const std::shared_ptr<void>& p) {
+  return *static_cast<EventState*>(p.get());
+}
+} // namespace
+
+Event::Event(Stream stream) : stream_(stream), event_(std::make_shared<EventState>()) {}
+
+void Event::wait() {
+  state(event_).wait(value_);
+}
+
+void Event::wait(Stream stream) {
+  if (is_signaled()) return;
+  scheduler::enqueue(stream, [ev = event_, v = value_] { state(ev).wait(v); });
+}
+
+void Event::signal(Stream stream) {
+  scheduler::enqueue(stream, [ev = event_, v = value_] { state(ev).signal(v); });
+}
+
+bool Event::is_signaled() const {
+  auto& s = state(event_);
+  std::lock_guard<std::mutex> lk(s.mtx);
+  return s.value >= value_;
+}
+
+} // namespace nuvec

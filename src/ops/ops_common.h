@@ -1,0 +1,40 @@
+// nuvec: helpers shared by the op implementations: axis normalisation, dtype checks and the
+// stream every op resolves.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "core/errors.h"
+#include "nuvec/ops.h"
+#include "primitives/primitives.h"
+
+namespace nuvec {
+
+/// The axes, normalised to [0, ndim) and sorted. Throws std::out_of_range for an axis out
+/// of range and std::invalid_argument for a repeated axis, naming `op`.
+inline std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op) {
+  std::vector<int> out;
+  out.reserve(axes.size());
+  for (int a : axes) out.push_back(normalize_axis_index(a, ndim, op));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
+    throw_invalid_argument(op, "axes must be unique; got ", Shape(axes.begin(), axes.end()), ".");
+  }
+  return out;
+}
+
+/// All axes of an ndim-dimensional array: 0, 1, ..., ndim - 1.
+inline std::vector<int> all_axes(int ndim) {
+  std::vector<int> axes(ndim);
+  for (int i = 0; i < ndim; ++i) axes[i] = i;
+  return axes;
+}
+
+/// The float dtype unary float math runs in for dtype t: t itself when inexact, else
+/// float32 (MLX's rule for integer and bool inputs).
+inline Dtype float_result_type(Dtype t) {
+  return issubdtype(t, inexact) ? t : float32;
+}
+
+} // namespace nuvec
