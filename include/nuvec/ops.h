@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -129,6 +130,23 @@ array expand_dims(const array& a, int axis, StreamOrDevice s = {});
 /// and are clamped; negative strides walk backwards). A view of a's buffer.
 array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevice s = {});
 array slice(const array& a, Shape start, Shape stop, StreamOrDevice s = {});
+// Brace-list forms: `slice(a, {0, 1}, {2, 3})` would otherwise be ambiguous with the
+// array-start overload below (an array converts from a list too), as in MLX.
+inline array slice(
+    const array& a,
+    std::initializer_list<int> start,
+    Shape stop,
+    Shape strides,
+    StreamOrDevice s = {}) {
+  return slice(a, Shape(start), std::move(stop), std::move(strides), s);
+}
+inline array slice(
+    const array& a,
+    std::initializer_list<int> start,
+    Shape stop,
+    StreamOrDevice s = {}) {
+  return slice(a, Shape(start), std::move(stop), s);
+}
 /// A window of `slice_size` along `axes` starting at the (integer) array `start` (one entry
 /// per axis, clamped so the window fits).
 array slice(
@@ -152,6 +170,24 @@ array slice_update(
     Shape start,
     Shape stop,
     StreamOrDevice s = {});
+// Brace-list forms, for the same reason as slice's.
+inline array slice_update(
+    const array& src,
+    const array& update,
+    std::initializer_list<int> start,
+    Shape stop,
+    Shape strides,
+    StreamOrDevice s = {}) {
+  return slice_update(src, update, Shape(start), std::move(stop), std::move(strides), s);
+}
+inline array slice_update(
+    const array& src,
+    const array& update,
+    std::initializer_list<int> start,
+    Shape stop,
+    StreamOrDevice s = {}) {
+  return slice_update(src, update, Shape(start), std::move(stop), s);
+}
 /// src with the window at the (integer) array `start` along `axes` replaced by update.
 array slice_update(
     const array& src,
@@ -564,11 +600,14 @@ array scatter_add_axis(const array& a, const array& indices, const array& values
 
 /// Matrix product with NumPy's matmul rules: 1-d operands are promoted and the added axis
 /// removed, batch axes broadcast. float32/float64/complex64 run through BLAS; float16 and
-/// bfloat16 accumulate in float32; integer dtypes are supported. Throws
-/// std::invalid_argument when the inner dimensions differ or an operand is 0-d.
+/// bfloat16 accumulate in float32; integer dtypes are supported (wrapping as NumPy) and
+/// bool @ bool is bool (any of a && b, NumPy's answer). Throws std::invalid_argument when the
+/// inner dimensions differ, batch axes do not broadcast or an operand is 0-d.
 array matmul(const array& a, const array& b, StreamOrDevice s = {});
 
-/// alpha * (a @ b) + beta * c, with c broadcast to the product's shape.
+/// alpha * (a @ b) + beta * c, with c broadcast to the product's shape (1-d a or b as in
+/// matmul). Throws std::invalid_argument as matmul does, when c does not broadcast to the
+/// product's shape, or when the operands do not promote to a floating or complex dtype (MLX).
 array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f, StreamOrDevice s = {});
 
 /// Sum over the last `axis` axes of a and the first of b; or over the given axis pairs.
@@ -586,5 +625,134 @@ array outer(const array& a, const array& b, StreamOrDevice s = {});
 array inner(const array& a, const array& b, StreamOrDevice s = {});
 /// Kronecker product.
 array kron(const array& a, const array& b, StreamOrDevice s = {});
+
+// ---------------------------------------------------------------------------------------
+// Convolution (src/ops/conv.cpp). MLX's channels-last layout throughout: input
+// (N, spatial..., C_in), weight (C_out, K..., C_in / groups), output (N, spatial_out..., C_out).
+// Dtype: promote_types(input, weight), which must be float16, bfloat16, float32 or float64.
+// Runs: im2col then one BLAS gemm per group (half types through float32).
+
+/// out[n, o..., g*Cog + co] = sum_{k..., c} in_p[n, o*stride + k*kernel_dilation, g*Cig + c]
+///   * w[g*Cog + co, flip ? K-1-k : k, c], with in_p the input dilated by input_dilation
+///   (input_dilation - 1 zeros between elements), then padded with padding_lo / padding_hi
+///   zeros per spatial axis (negative padding crops). Per axis the output size is
+///   floor((in_p - kernel_dilation * (K - 1) - 1) / stride) + 1.
+/// Shapes: input (N, S..., C_in), weight (C_out, K..., C_in / groups), output (N, O..., C_out).
+/// Empty vectors mean 1 (0 for padding); a one-entry vector applies to every spatial axis.
+/// Throws std::invalid_argument (naming conv_general and the shapes) for ranks that differ or
+/// are below 3, a vector of the wrong length, non-positive strides, dilations or groups, groups
+/// not dividing C_in and C_out, a channel mismatch, a kernel larger than the padded input, or
+/// a non-floating dtype. Source: MLX's conv_general.
+array conv_general(
+    array input,
+    array weight,
+    std::vector<int> stride = {},
+    std::vector<int> padding_lo = {},
+    std::vector<int> padding_hi = {},
+    std::vector<int> kernel_dilation = {},
+    std::vector<int> input_dilation = {},
+    int groups = 1,
+    bool flip = false,
+    StreamOrDevice s = {});
+
+/// conv_general with the same padding on both sides of every spatial axis (MLX's overload).
+/// As in MLX, a call giving fewer than five arguments is ambiguous with the overload above;
+/// spell out padding_lo and padding_hi there.
+inline array conv_general(
+    const array& input,
+    const array& weight,
+    std::vector<int> stride = {},
+    std::vector<int> padding = {},
+    std::vector<int> kernel_dilation = {},
+    std::vector<int> input_dilation = {},
+    int groups = 1,
+    bool flip = false,
+    StreamOrDevice s = {}) {
+  return conv_general(
+      input, weight, std::move(stride), padding, padding, std::move(kernel_dilation),
+      std::move(input_dilation), groups, flip, s);
+}
+
+/// 1-d cross-correlation: conv_general with one spatial axis and symmetric padding.
+/// Shapes: input (N, L, C_in), weight (C_out, K, C_in / groups), output (N, L_out, C_out)
+/// with L_out = floor((L + 2 * padding - dilation * (K - 1) - 1) / stride) + 1.
+/// Throws std::invalid_argument naming conv1d (see conv_general). Source: MLX's conv1d.
+array conv1d(
+    const array& input,
+    const array& weight,
+    int stride = 1,
+    int padding = 0,
+    int dilation = 1,
+    int groups = 1,
+    StreamOrDevice s = {});
+
+/// 2-d cross-correlation: input (N, H, W, C_in), weight (C_out, KH, KW, C_in / groups),
+/// output (N, H_out, W_out, C_out); (stride, padding, dilation) per axis as (height, width).
+/// Throws std::invalid_argument naming conv2d (see conv_general). Source: MLX's conv2d.
+array conv2d(
+    const array& input,
+    const array& weight,
+    const std::pair<int, int>& stride = {1, 1},
+    const std::pair<int, int>& padding = {0, 0},
+    const std::pair<int, int>& dilation = {1, 1},
+    int groups = 1,
+    StreamOrDevice s = {});
+
+/// 3-d cross-correlation: input (N, D, H, W, C_in), weight (C_out, KD, KH, KW, C_in / groups),
+/// output (N, D_out, H_out, W_out, C_out). Throws std::invalid_argument naming conv3d.
+/// Source: MLX's conv3d.
+array conv3d(
+    const array& input,
+    const array& weight,
+    const std::tuple<int, int, int>& stride = {1, 1, 1},
+    const std::tuple<int, int, int>& padding = {0, 0, 0},
+    const std::tuple<int, int, int>& dilation = {1, 1, 1},
+    int groups = 1,
+    StreamOrDevice s = {});
+
+/// Transposed 1-d convolution (the input gradient of conv1d with these parameters):
+/// conv_general(input, weight, stride 1, padding_lo = dilation * (K - 1) - padding,
+/// padding_hi = padding_lo + output_padding, kernel_dilation = dilation,
+/// input_dilation = stride, groups, flip = true).
+/// Shapes: input (N, L, C_in), weight (C_out, K, C_in / groups), output (N, L_out, C_out)
+/// with L_out = (L - 1) * stride - 2 * padding + dilation * (K - 1) + 1 + output_padding.
+/// Throws std::invalid_argument naming conv_transpose1d (see conv_general).
+/// Source: MLX's conv_transpose1d (same weight layout and formula).
+array conv_transpose1d(
+    const array& input,
+    const array& weight,
+    int stride = 1,
+    int padding = 0,
+    int dilation = 1,
+    int output_padding = 0,
+    int groups = 1,
+    StreamOrDevice s = {});
+
+/// Transposed 2-d convolution: conv_transpose1d's formula per spatial axis (height, width).
+/// Shapes: input (N, H, W, C_in), weight (C_out, KH, KW, C_in / groups), output
+/// (N, H_out, W_out, C_out). Throws std::invalid_argument naming conv_transpose2d.
+/// Source: MLX's conv_transpose2d.
+array conv_transpose2d(
+    const array& input,
+    const array& weight,
+    const std::pair<int, int>& stride = {1, 1},
+    const std::pair<int, int>& padding = {0, 0},
+    const std::pair<int, int>& dilation = {1, 1},
+    const std::pair<int, int>& output_padding = {0, 0},
+    int groups = 1,
+    StreamOrDevice s = {});
+
+/// Transposed 3-d convolution: conv_transpose1d's formula per spatial axis (depth, height,
+/// width). Shapes: input (N, D, H, W, C_in), weight (C_out, KD, KH, KW, C_in / groups).
+/// Throws std::invalid_argument naming conv_transpose3d. Source: MLX's conv_transpose3d.
+array conv_transpose3d(
+    const array& input,
+    const array& weight,
+    const std::tuple<int, int, int>& stride = {1, 1, 1},
+    const std::tuple<int, int, int>& padding = {0, 0, 0},
+    const std::tuple<int, int, int>& dilation = {1, 1, 1},
+    const std::tuple<int, int, int>& output_padding = {0, 0, 0},
+    int groups = 1,
+    StreamOrDevice s = {});
 
 } // namespace nuvec

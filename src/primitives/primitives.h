@@ -186,11 +186,17 @@ class StopGradient : public Primitive {
   NUVEC_PRIMITIVE_RULES()
 };
 
-/// depends: outputs the first n inputs; the rest are dependencies.
+/// depends: outputs the first n inputs; the rest are dependencies. num_outputs is n (the
+/// jvp and vmap rules need it; they do not see the outputs).
 class Depends : public Primitive {
  public:
-  explicit Depends(Stream stream) : Primitive(stream) {}
+  explicit Depends(Stream stream, int num_outputs = 1)
+      : Primitive(stream), num_outputs_(num_outputs) {}
+  int num_outputs() const { return num_outputs_; }
   NUVEC_PRIMITIVE_RULES()
+
+ private:
+  int num_outputs_;
 };
 
 /// as_strided: a view with explicit shape, strides and offset.
@@ -445,6 +451,39 @@ class AddMM : public Primitive {
 
  private:
   float alpha_, beta_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Convolution (src/primitives/conv.cpp, src/backend/cpu/conv.cpp)
+
+/// conv_general in MLX's channels-last layout: inputs (input (N, spatial..., C_in), weight
+/// (C_out, K..., C_in / groups)), output (N, spatial_out..., C_out). One entry per spatial
+/// axis in every vector; padding may be negative (crops).
+class Convolution : public Primitive {
+ public:
+  Convolution(
+      Stream stream,
+      std::vector<int> strides,
+      std::vector<int> padding_lo,
+      std::vector<int> padding_hi,
+      std::vector<int> kernel_dilation,
+      std::vector<int> input_dilation,
+      int groups,
+      bool flip)
+      : Primitive(stream),
+        strides_(std::move(strides)),
+        padding_lo_(std::move(padding_lo)),
+        padding_hi_(std::move(padding_hi)),
+        kernel_dilation_(std::move(kernel_dilation)),
+        input_dilation_(std::move(input_dilation)),
+        groups_(groups),
+        flip_(flip) {}
+  NUVEC_PRIMITIVE_RULES()
+
+ private:
+  std::vector<int> strides_, padding_lo_, padding_hi_, kernel_dilation_, input_dilation_;
+  int groups_;
+  bool flip_;
 };
 
 } // namespace nuvec

@@ -1,0 +1,106 @@
+// nuvec: the backend-neutral reduction plan: split an input's dimensions into kept and
+// reduced ones, merge what walks like one dimension, and pick the loop shape (row, column or
+// general strided). CPU loops and CUDA launches read the same plan.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nuvec/array.h"
+
+namespace nuvec {
+
+/// How a reduction walks its input.
+enum class ReduceKind {
+  /// Each output reduces one contiguous run (the reduced dims merge into stride 1).
+  Row,
+  /// The innermost kept dim is contiguous: whole output rows accumulate at once, one input
+  /// row (a contiguous run of `kept_shape.back()` elements) per reduced index.
+  Column,
+  /// Anything else: every output walks its reduced dims through their strides.
+  General,
+};
+
+/// A reduction over some axes of a strided input, with a row-contiguous keepdims output.
+/// Kept dims appear in output (row-major) order; both lists are merged where the input
+/// strides allow and exclude size-1 dims (an empty list means one element).
+struct ReducePlan {
+  ReduceKind kind{ReduceKind::General};
+  int64_t out_size{1}; // number of outputs
+  int64_t reduce_size{1}; // elements reduced into each output
+  Shape kept_shape;
+  Strides kept_strides; // input strides of the kept dims
+  Shape reduced_shape;
+  Strides reduced_strides; // input strides of the reduced dims
+};
+
+namespace detail {
+// Appends dim (n, stride) to (shape, strides), merging it into the previous dim when the
+// pair walks like one dimension.
+inline void push_merged(Shape& shape, Strides& strides, int32_t n, int64_t stride) {
+  if (n == 1) return;
+  if (!shape.empty() && strides.back() == stride * n) {
+    shape.back() *= n;
+    strides.back() = stride;
+    return;
+  }
+  shape.push_back(n);
+  strides.push_back(stride);
+}
+} // namespace detail
+
+/// Plans reducing `axes` (sorted, non-negative) of an input with this shape and strides.
+inline ReducePlan make_reduce_plan(
+    const Shape& shape,
+    const Strides& strides,
+    const std::vector<int>& axes) {
+  ReducePlan plan;
+  std::vector<bool> reduced(shape.size(), false);
+  for (int a : axes) reduced[a] = true;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (reduced[d]) {
+      plan.reduce_size *= shape[d];
+      detail::push_merged(plan.reduced_shape, plan.reduced_strides, shape[d], strides[d]);
+    } else {
+      plan.out_size *= shape[d];
+      detail::push_merged(plan.kept_shape, plan.kept_strides, shape[d], strides[d]);
+    }
+  }
+  if (plan.reduced_shape.size() == 1 && plan.reduced_strides[0] == 1) {
+    plan.kind = ReduceKind::Row;
+  } else if (plan.reduced_shape.empty()) {
+    // Nothing to reduce (all reduced dims have size 1, or none): a copy, best done as rows
+    // of length one.
+    plan.kind = ReduceKind::Row;
+  } else if (!plan.kept_shape.empty() && plan.kept_strides.back() == 1) {
+    plan.kind = ReduceKind::Column;
+  } else {
+    plan.kind = ReduceKind::General;
+  }
+  return plan;
+}
+
+/// Calls f(offset) for every index of (shape, strides) in row-major order, with the element
+/// offset it maps to. An empty shape has one index (offset 0).
+template <typename F>
+void for_each_offset(const Shape& shape, const Strides& strides, F&& f) {
+  const int nd = static_cast<int>(shape.size());
+  int64_t total = 1;
+  for (auto n : shape) total *= n;
+  if (total == 0) return;
+  std::vector<int32_t> idx(nd, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    f(off);
+    for (int d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        off += strides[d];
+        break;
+      }
+      idx[d] = 0;
+      off -= strides[d] * (shape[d] - 1);
+    }
+  }
+}
+
+} // namespace nuvec

@@ -1,0 +1,320 @@
+// nuvec: CPU kernel of the Reduce family (and, or, sum, prod, max, min) over any input
+// layout, driven by the reduction plan. Sums are pairwise over contiguous runs (as NumPy),
+// with independent accumulators so the loop vectorises; max/min propagate NaN (NumPy).
+#include <cmath>
+#include <algorithm>
+#include <complex>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "backend/common/dispatch.h"
+#include "backend/common/reduce_plan.h"
+#include "primitives/primitives.h"
+
+namespace nuvec {
+
+namespace {
+
+// complex64_t arithmetic spelled through std::complex: ops.h's scalar operators would
+// otherwise compete for `a + b` (complex64_t converts to a 0-d array).
+template <typename A>
+A add_values(A a, A b) {
+  if constexpr (is_complex_v<A>) {
+    return A(static_cast<const std::complex<float>&>(a) + static_cast<const std::complex<float>&>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename A>
+A multiply_values(A a, A b) {
+  if constexpr (is_complex_v<A>) {
+    return A(static_cast<const std::complex<float>&>(a) * static_cast<const std::complex<float>&>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename A>
+bool is_nan(const A& v) {
+  if constexpr (is_complex_v<A>) {
+    return std::isnan(v.real()) || std::isnan(v.imag());
+  } else if constexpr (std::is_floating_point_v<A>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
+// One functor per op over the accumulator type A: init() is the identity.
+template <ReduceOp op, typename A>
+struct Combine;
+
+template <typename A>
+struct Combine<ReduceOp::Sum, A> {
+  static A init() { return A(0); }
+  A operator()(A a, A b) const {
+    if constexpr (std::is_same_v<A, bool>) return a || b;
+    else return add_values(a, b);
+  }
+};
+template <typename A>
+struct Combine<ReduceOp::Prod, A> {
+  static A init() { return A(1); }
+  A operator()(A a, A b) const {
+    if constexpr (std::is_same_v<A, bool>) return a && b;
+    else return multiply_values(a, b);
+  }
+};
+template <typename A>
+struct Combine<ReduceOp::And, A> {
+  static A init() { return A(1); }
+  A operator()(A a, A b) const { return static_cast<bool>(a) && static_cast<bool>(b); }
+};
+template <typename A>
+struct Combine<ReduceOp::Or, A> {
+  static A init() { return A(0); }
+  A operator()(A a, A b) const { return static_cast<bool>(a) || static_cast<bool>(b); }
+};
+template <typename A>
+struct Combine<ReduceOp::Max, A> {
+  static A init() {
+    if constexpr (is_complex_v<A>) {
+      constexpr float inf = std::numeric_limits<float>::infinity();
+      return A(-inf, -inf);
+    } else if constexpr (std::numeric_limits<A>::has_infinity) {
+      return -std::numeric_limits<A>::infinity();
+    } else {
+      return std::numeric_limits<A>::lowest();
+    }
+  }
+  // A NaN on either side wins: `a >= b` is false when b is NaN.
+  A operator()(A a, A b) const { return (is_nan(a) || a >= b) ? a : b; }
+};
+template <typename A>
+struct Combine<ReduceOp::Min, A> {
+  static A init() {
+    if constexpr (is_complex_v<A>) {
+      constexpr float inf = std::numeric_limits<float>::infinity();
+      return A(inf, inf);
+    } else if constexpr (std::numeric_limits<A>::has_infinity) {
+      return std::numeric_limits<A>::infinity();
+    } else {
+      return std::numeric_limits<A>::max();
+    }
+  }
+  A operator()(A a, A b) const { return (is_nan(a) || a <= b) ? a : b; }
+};
+
+// Leaves of the pairwise sum: at most this many elements go through the lane loop, so each
+// lane adds at most kPairwiseLeaf / kLanes values in sequence.
+constexpr int64_t kPairwiseLeaf = 512;
+constexpr int kLanes = 16;
+
+// Reduces n elements at p (stride `stride`) into an accumulator of type A. Sums split the
+// run in halves down to leaves (error O(log n) instead of O(n)); every op uses kLanes
+// independent accumulators on contiguous runs, so the compiler vectorises the loop.
+template <ReduceOp op, typename T, typename A>
+A reduce_run(const T* p, int64_t n, int64_t stride) {
+  Combine<op, A> f;
+  if constexpr (op == ReduceOp::Sum) {
+    if (n > kPairwiseLeaf) {
+      int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+      // Sequenced so memory is walked forwards (argument order is unspecified, and a
+      // backwards walk over the leaves defeats the hardware prefetcher).
+      A left = reduce_run<op, T, A>(p, half, stride);
+      A right = reduce_run<op, T, A>(p + half * stride, n - half, stride);
+      return f(left, right);
+    }
+  }
+  if constexpr ((op == ReduceOp::Max || op == ReduceOp::Min) && std::is_floating_point_v<A>) {
+    if (stride == 1 && n >= kLanes) {
+      // Branch-free lanes (a compare and a select each, so they vectorise); NaNs are
+      // collected apart and win at the end.
+      A acc[kLanes], nan[kLanes];
+      for (int j = 0; j < kLanes; ++j) {
+        acc[j] = Combine<op, A>::init();
+        nan[j] = A(0);
+      }
+      int64_t i = 0;
+      for (; i + kLanes <= n; i += kLanes) {
+        for (int j = 0; j < kLanes; ++j) {
+          A x = static_cast<A>(p[i + j]);
+          if constexpr (op == ReduceOp::Max) acc[j] = x > acc[j] ? x : acc[j];
+          else acc[j] = x < acc[j] ? x : acc[j];
+          nan[j] = x != x ? x : nan[j];
+        }
+      }
+      A r = Combine<op, A>::init();
+      for (; i < n; ++i) r = f(r, static_cast<A>(p[i]));
+      for (int j = 0; j < kLanes; ++j) {
+        if (nan[j] != nan[j]) return nan[j];
+        r = f(r, acc[j]);
+      }
+      return r;
+    }
+  }
+  if (stride == 1 && n >= kLanes) {
+    A acc[kLanes];
+    for (int j = 0; j < kLanes; ++j) acc[j] = Combine<op, A>::init();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) acc[j] = f(acc[j], static_cast<A>(p[i + j]));
+    }
+    A r = Combine<op, A>::init();
+    for (; i < n; ++i) r = f(r, static_cast<A>(p[i]));
+    // Combine the lanes pairwise too.
+    for (int w = kLanes / 2; w > 0; w /= 2) {
+      for (int j = 0; j < w; ++j) acc[j] = f(acc[j], acc[j + w]);
+    }
+    return f(acc[0], r);
+  }
+  A r = Combine<op, A>::init();
+  for (int64_t i = 0; i < n; ++i) r = f(r, static_cast<A>(p[i * stride]));
+  return r;
+}
+
+// Rows of a column reduction are accumulated in blocks of this many; the block results are
+// then combined pairwise (a binary counter of partial rows), so long columns lose precision
+// only logarithmically, as a pairwise sum does.
+constexpr int64_t kColumnBlock = 128;
+
+// Partial row accumulators by level: level k holds the combination of 2^k blocks.
+template <ReduceOp op, typename A>
+class PairwiseRows {
+ public:
+  explicit PairwiseRows(int64_t inner) : inner_(inner) {}
+
+  // A fresh buffer (filled with the identity) for the next block.
+  A* next_block() {
+    if (free_.empty()) free_.emplace_back(new A[inner_]);
+    parts_.push_back({std::move(free_.back()), 0});
+    free_.pop_back();
+    std::fill(parts_.back().buf.get(), parts_.back().buf.get() + inner_, Combine<op, A>::init());
+    return parts_.back().buf.get();
+  }
+  // Called after the block is filled: merges equal levels.
+  void close_block() {
+    while (parts_.size() >= 2 && parts_[parts_.size() - 1].level == parts_[parts_.size() - 2].level) {
+      merge_top();
+      parts_.back().level++;
+    }
+  }
+  // Combines everything into out (converted to T) and resets.
+  template <typename T>
+  void finish(T* out) {
+    while (parts_.size() >= 2) merge_top();
+    for (int64_t j = 0; j < inner_; ++j) {
+      out[j] = static_cast<T>(parts_.empty() ? Combine<op, A>::init() : parts_[0].buf[j]);
+    }
+    while (!parts_.empty()) {
+      free_.push_back(std::move(parts_.back().buf));
+      parts_.pop_back();
+    }
+  }
+
+ private:
+  struct Part {
+    std::unique_ptr<A[]> buf;
+    int level;
+  };
+  void merge_top() {
+    Combine<op, A> f;
+    A* dst = parts_[parts_.size() - 2].buf.get();
+    const A* src = parts_.back().buf.get();
+    for (int64_t j = 0; j < inner_; ++j) dst[j] = f(dst[j], src[j]);
+    free_.push_back(std::move(parts_.back().buf));
+    parts_.pop_back();
+  }
+  int64_t inner_;
+  std::vector<Part> parts_;
+  std::vector<std::unique_ptr<A[]>> free_;
+};
+
+template <ReduceOp op, typename T>
+void reduce_plan_loop(const ReducePlan& plan, const T* in, T* out) {
+  using A = acc_t<T>;
+  Combine<op, A> f;
+  switch (plan.kind) {
+    case ReduceKind::Row: {
+      int64_t n = plan.reduce_size;
+      int64_t o = 0;
+      for_each_offset(plan.kept_shape, plan.kept_strides, [&](int64_t off) {
+        out[o++] = static_cast<T>(reduce_run<op, T, A>(in + off, n, 1));
+      });
+      return;
+    }
+    case ReduceKind::Column: {
+      // Outer kept dims, then a contiguous inner run of `inner` outputs.
+      Shape outer_shape(plan.kept_shape.begin(), plan.kept_shape.end() - 1);
+      Strides outer_strides(plan.kept_strides.begin(), plan.kept_strides.end() - 1);
+      const int64_t inner = plan.kept_shape.back();
+      PairwiseRows<op, A> rows(inner);
+      // The reduced dims: the outermost one is split into blocks, the others walked whole.
+      Shape rest_shape(plan.reduced_shape.begin() + 1, plan.reduced_shape.end());
+      Strides rest_strides(plan.reduced_strides.begin() + 1, plan.reduced_strides.end());
+      const int64_t n0 = plan.reduced_shape[0], s0 = plan.reduced_strides[0];
+      int64_t o = 0;
+      for_each_offset(outer_shape, outer_strides, [&](int64_t off) {
+        for (int64_t b = 0; b < n0; b += kColumnBlock) {
+          A* acc = rows.next_block();
+          int64_t e = std::min(n0, b + kColumnBlock);
+          for (int64_t r = b; r < e; ++r) {
+            for_each_offset(rest_shape, rest_strides, [&](int64_t roff) {
+              const T* p = in + off + r * s0 + roff;
+              for (int64_t j = 0; j < inner; ++j) acc[j] = f(acc[j], static_cast<A>(p[j]));
+            });
+          }
+          rows.close_block();
+        }
+        rows.finish(out + o);
+        o += inner;
+      });
+      return;
+    }
+    case ReduceKind::General: {
+      // Innermost reduced dim as a strided run, the others walked by offset.
+      Shape rest_shape(plan.reduced_shape.begin(), plan.reduced_shape.end() - 1);
+      Strides rest_strides(plan.reduced_strides.begin(), plan.reduced_strides.end() - 1);
+      const int64_t n = plan.reduced_shape.back(), s = plan.reduced_strides.back();
+      int64_t o = 0;
+      for_each_offset(plan.kept_shape, plan.kept_strides, [&](int64_t off) {
+        A acc = Combine<op, A>::init();
+        for_each_offset(rest_shape, rest_strides, [&](int64_t roff) {
+          acc = f(acc, reduce_run<op, T, A>(in + off + roff, n, s));
+        });
+        out[o++] = static_cast<T>(acc);
+      });
+      return;
+    }
+  }
+}
+
+template <ReduceOp op>
+void reduce_dispatch(const ReducePlan& plan, const array& in, array& out) {
+  dispatch_all_types(in.dtype(), [&]<typename T>() {
+    reduce_plan_loop<op, T>(plan, static_cast<const T*>(in.raw_data()), static_cast<T*>(out.raw_data()));
+  });
+}
+
+} // namespace
+
+// The op casts the input to the output dtype first (bool and small integer sums, and/or
+// over bool), so the kernel reads and writes one dtype.
+void Reduce::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  auto plan = make_reduce_plan(in.shape(), in.strides(), axes_);
+  switch (op_) {
+    case ReduceOp::And: reduce_dispatch<ReduceOp::And>(plan, in, out); break;
+    case ReduceOp::Or: reduce_dispatch<ReduceOp::Or>(plan, in, out); break;
+    case ReduceOp::Sum: reduce_dispatch<ReduceOp::Sum>(plan, in, out); break;
+    case ReduceOp::Prod: reduce_dispatch<ReduceOp::Prod>(plan, in, out); break;
+    case ReduceOp::Max: reduce_dispatch<ReduceOp::Max>(plan, in, out); break;
+    case ReduceOp::Min: reduce_dispatch<ReduceOp::Min>(plan, in, out); break;
+  }
+}
+
+} // namespace nuvec

@@ -1,0 +1,131 @@
+// nuvec: eval_cpu of the shape family (Reshape, Transpose, Broadcast, Squeeze, ExpandDims).
+// All are views of the input's buffer (MLX semantics); a reshape whose layout cannot be
+// expressed with strides (NumPy's no-copy reshape test fails) copies.
+#include <optional>
+
+#include "backend/cpu/copy.h"
+#include "backend/common/strided.h"
+#include "primitives/primitives.h"
+
+namespace nuvec {
+
+namespace {
+
+// Strides that read `in` in row-major order as `shape`, when its layout allows it without
+// a copy (each group of old dimensions merged into new ones must be contiguous within
+// itself). Follows NumPy's no-copy reshape rule.
+std::optional<Strides> reshape_strides(const array& in, const Shape& shape) {
+  Strides out(shape.size(), 1);
+  if (in.size() == 0) return row_strides(shape);
+  Shape od;
+  Strides os;
+  for (size_t i = 0; i < in.ndim(); ++i) {
+    if (in.shape()[i] != 1) {
+      od.push_back(in.shape()[i]);
+      os.push_back(in.strides()[i]);
+    }
+  }
+  const size_t on = od.size(), nn = shape.size();
+  size_t oi = 0, oj = 1, ni = 0, nj = 1;
+  while (ni < nn && oi < on) {
+    int64_t np = shape[ni], op = od[oi];
+    while (np != op) {
+      if (np < op) {
+        np *= shape[nj++];
+      } else {
+        op *= od[oj++];
+      }
+    }
+    for (size_t k = oi; k + 1 < oj; ++k) {
+      if (os[k] != od[k + 1] * os[k + 1]) return std::nullopt;
+    }
+    out[nj - 1] = os[oj - 1];
+    for (size_t k = nj - 1; k > ni; --k) out[k - 1] = out[k] * shape[k];
+    ni = nj++;
+    oi = oj++;
+  }
+  int64_t last = ni >= 1 ? out[ni - 1] : 1;
+  for (size_t k = ni; k < nn; ++k) out[k] = last;
+  return out;
+}
+
+// Makes out a view of in with `strides`, flags recomputed from them.
+void share_view(const array& in, array& out, const Strides& strides) {
+  auto flags = cpu::layout_flags(out.shape(), strides, in.flags().contiguous);
+  size_t data_size =
+      (flags.row_contiguous || flags.col_contiguous) ? out.size() : in.data_size();
+  out.copy_shared_buffer(in, strides, flags, data_size);
+}
+
+} // namespace
+
+void Reshape::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  array& out = outputs[0];
+  if (in.flags().row_contiguous) {
+    share_view(in, out, row_strides(out.shape()));
+  } else if (auto strides = reshape_strides(in, out.shape())) {
+    share_view(in, out, *strides);
+  } else {
+    cpu::copy_strided(in, out);
+  }
+}
+
+void Transpose::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  Strides strides(axes_.size());
+  for (size_t i = 0; i < axes_.size(); ++i) strides[i] = in.strides()[axes_[i]];
+  share_view(in, outputs[0], strides);
+}
+
+void Broadcast::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  array& out = outputs[0];
+  Strides strides = broadcast_strides(in, out.shape());
+  if (out.size() > in.size()) {
+    // Repeated elements: no dense layout describes the view.
+    array::Flags flags{};
+    flags.contiguous = false;
+    flags.row_contiguous = false;
+    flags.col_contiguous = false;
+    out.copy_shared_buffer(in, strides, flags, in.data_size());
+  } else {
+    share_view(in, out, strides);
+  }
+}
+
+void Squeeze::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  Strides strides;
+  size_t j = 0;
+  for (size_t i = 0; i < in.ndim(); ++i) {
+    if (j < axes_.size() && axes_[j] == static_cast<int>(i)) {
+      ++j;
+    } else {
+      strides.push_back(in.strides()[i]);
+    }
+  }
+  // Removing size-1 dimensions changes no element's address: the flags carry over.
+  outputs[0].copy_shared_buffer(in, strides, in.flags(), in.data_size());
+}
+
+void ExpandDims::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  array& out = outputs[0];
+  const int nd = static_cast<int>(out.ndim());
+  Strides strides(nd, 1);
+  std::vector<bool> inserted(nd, false);
+  for (int a : axes_) inserted[a] = true;
+  int src = static_cast<int>(in.ndim()) - 1;
+  for (int i = nd - 1; i >= 0; --i) {
+    if (inserted[i]) {
+      // Any stride is valid for a size-1 axis; the row-major one keeps layouts readable.
+      strides[i] = i + 1 < nd ? strides[i + 1] * out.shape()[i + 1] : 1;
+    } else {
+      strides[i] = in.strides()[src--];
+    }
+  }
+  out.copy_shared_buffer(in, strides, in.flags(), in.data_size());
+}
+
+} // namespace nuvec

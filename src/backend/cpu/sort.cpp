@@ -1,0 +1,98 @@
+// nuvec: CPU kernels of Sort and ArgSort along one axis. NaNs sort last (NumPy); complex
+// values sort lexicographically; argsort is stable (equal values keep their order).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "backend/common/dispatch.h"
+#include "backend/common/strided.h"
+#include "primitives/primitives.h"
+
+namespace nuvec {
+
+namespace {
+
+template <typename T>
+bool nan_at(const T& v) {
+  if constexpr (is_complex_v<T>) {
+    return std::isnan(v.real()) || std::isnan(v.imag());
+  } else if constexpr (is_float_v<T>) {
+    return std::isnan(static_cast<double>(v));
+  } else {
+    return false;
+  }
+}
+
+// A strict weak order with every NaN after every number (NaNs equivalent to each other).
+template <typename T>
+bool nan_last_less(const T& a, const T& b) {
+  if constexpr (is_complex_v<T> || is_float_v<T>) {
+    if (nan_at(b)) return !nan_at(a);
+    if (nan_at(a)) return false;
+  }
+  return a < b;
+}
+
+// Calls f(in_offset, out_offset) for every position of the non-axis dims; the output is
+// row-contiguous with the input's shape.
+template <typename F>
+void for_each_line(const array& in, int axis, F&& f) {
+  Shape shape;
+  Strides in_strides, out_strides;
+  auto rs = row_strides(in.shape());
+  for (int d = 0; d < static_cast<int>(in.ndim()); ++d) {
+    if (d == axis) continue;
+    shape.push_back(in.shape()[d]);
+    in_strides.push_back(in.strides()[d]);
+    out_strides.push_back(rs[d]);
+  }
+  auto plan = collapse_dims(shape, {in_strides, out_strides});
+  for_each_run<2>(plan, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) f(off[0] + i * st[0], off[1] + i * st[1]);
+  });
+}
+
+// Sorts (values) or argsorts (indices) every line along axis into out.
+template <bool indices>
+void sort_lines(const array& in, array& out, int axis) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  const int64_t n = in.shape()[axis];
+  const int64_t in_stride = in.strides()[axis];
+  const int64_t out_stride = row_strides(in.shape())[axis];
+  dispatch_all_types(in.dtype(), [&]<typename T>() {
+    const T* src = static_cast<const T*>(in.raw_data());
+    // A plain buffer: std::vector<bool> has proxy elements.
+    std::unique_ptr<T[]> line(new T[std::max<int64_t>(n, 1)]);
+    std::vector<uint32_t> order(n);
+    for_each_line(in, axis, [&](int64_t ioff, int64_t ooff) {
+      for (int64_t i = 0; i < n; ++i) line[i] = src[ioff + i * in_stride];
+      if constexpr (indices) {
+        std::iota(order.begin(), order.end(), 0u);
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+          return nan_last_less<T>(line[a], line[b]);
+        });
+        auto* dst = static_cast<uint32_t*>(out.raw_data()) + ooff;
+        for (int64_t i = 0; i < n; ++i) dst[i * out_stride] = order[i];
+      } else {
+        std::sort(line.get(), line.get() + n, nan_last_less<T>);
+        T* dst = static_cast<T*>(out.raw_data()) + ooff;
+        for (int64_t i = 0; i < n; ++i) dst[i * out_stride] = line[i];
+      }
+    });
+  });
+}
+
+} // namespace
+
+void Sort::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  sort_lines<false>(inputs[0], outputs[0], axis_);
+}
+
+void ArgSort::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  sort_lines<true>(inputs[0], outputs[0], axis_);
+}
+
+} // namespace nuvec

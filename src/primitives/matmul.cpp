@@ -1,0 +1,207 @@
+// nuvec: rules of the matrix-product families Matmul and AddMM (shapes, vjp, jvp, vmap,
+// equivalence). Derivatives follow MLX's primitives.cpp as given in shared/seeds/000_*.txt:
+// reverse mode multiplies by the conjugate transpose of the other operand.
+#include <optional>
+#include <typeinfo>
+
+#include "core/errors.h"
+#include "primitives/primitives.h"
+
+namespace nuvec {
+
+namespace {
+
+// Both families see operands of equal rank >= 2 with identical batch shapes (the ops
+// broadcast before recording), so each cotangent already has its operand's shape.
+
+array swap_last(const array& a) {
+  return swapaxes(a, -1, -2);
+}
+
+// The conjugate transpose of the last two axes; conjugation is skipped for real dtypes so
+// the graphs of real products carry no identity nodes.
+array adjoint(const array& a) {
+  array t = swap_last(a);
+  return a.dtype() == complex64 ? conjugate(t) : t;
+}
+
+// x * s with s a real scalar in x's dtype (a float32 scalar would promote half types).
+array scale(const array& x, float s) {
+  if (s == 1.0f) return x;
+  return multiply(x, array(s, x.dtype()));
+}
+
+Shape product_shape(const std::vector<array>& inputs) {
+  Shape out = inputs[0].shape();
+  out.back() = inputs[1].shape().back();
+  return out;
+}
+
+// The tangent of a @ b from the tangents given for the inputs in argnums (a: 0, b: 1);
+// other argnums (AddMM's c) are skipped.
+std::optional<array> product_tangent(
+    const std::vector<array>& primals,
+    const std::vector<array>& tangents,
+    const std::vector<int>& argnums) {
+  std::optional<array> total;
+  for (size_t i = 0; i < argnums.size(); ++i) {
+    std::optional<array> term;
+    if (argnums[i] == 0) term = matmul(tangents[i], primals[1]);
+    if (argnums[i] == 1) term = matmul(primals[0], tangents[i]);
+    if (!term) continue;
+    total = total ? add(*total, *term) : *term;
+  }
+  return total;
+}
+
+// Moves each batched input's batch axis to the front; unbatched inputs are left as they are
+// (when broadcast_unbatched is false) or given a leading axis broadcast to the batch size.
+std::vector<array> batch_first(
+    const std::vector<array>& inputs,
+    const std::vector<int>& axes,
+    bool broadcast_unbatched) {
+  int n = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (axes[i] >= 0) n = inputs[i].shape(axes[i]);
+  }
+  std::vector<array> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (axes[i] >= 0) {
+      out.push_back(moveaxis(inputs[i], axes[i], 0));
+    } else if (broadcast_unbatched) {
+      Shape shape = inputs[i].shape();
+      shape.insert(shape.begin(), n);
+      out.push_back(broadcast_to(expand_dims(inputs[i], 0), shape));
+    } else {
+      out.push_back(inputs[i]);
+    }
+  }
+  return out;
+}
+
+bool any_batched(const std::vector<int>& axes) {
+  for (int a : axes) {
+    if (a >= 0) return true;
+  }
+  return false;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------
+// Matmul: inputs (a, b) of shapes (..., M, K) and (..., K, N).
+
+const char* Matmul::name() const {
+  return "Matmul";
+}
+
+std::vector<Shape> Matmul::output_shapes(const std::vector<array>& inputs) {
+  return {product_shape(inputs)};
+}
+
+std::vector<array> Matmul::vjp(
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums,
+    const std::vector<array>&) {
+  const array& g = cotangents[0];
+  std::vector<array> grads;
+  for (int arg : argnums) {
+    if (arg == 0) {
+      grads.push_back(matmul(g, adjoint(primals[1])));
+    } else {
+      grads.push_back(matmul(adjoint(primals[0]), g));
+    }
+  }
+  return grads;
+}
+
+std::vector<array> Matmul::jvp(
+    const std::vector<array>& primals,
+    const std::vector<array>& tangents,
+    const std::vector<int>& argnums) {
+  auto t = product_tangent(primals, tangents, argnums);
+  return {t ? *t : zeros(product_shape(primals), primals[0].dtype())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> Matmul::vmap(
+    const std::vector<array>& inputs,
+    const std::vector<int>& axes) {
+  if (!any_batched(axes)) return {{matmul(inputs[0], inputs[1], stream())}, {-1}};
+  // The public op broadcasts the unbatched operand's batch dimensions (and folds an
+  // unbatched matrix's partner into one large product).
+  auto in = batch_first(inputs, axes, false);
+  return {{matmul(in[0], in[1], stream())}, {0}};
+}
+
+bool Matmul::is_equivalent(const Primitive& other) const {
+  return typeid(other) == typeid(Matmul);
+}
+
+// ---------------------------------------------------------------------------------------
+// AddMM: inputs (a, b, c), c already broadcast to the product's shape.
+
+const char* AddMM::name() const {
+  return "AddMM";
+}
+
+std::vector<Shape> AddMM::output_shapes(const std::vector<array>& inputs) {
+  return {product_shape(inputs)};
+}
+
+std::vector<array> AddMM::vjp(
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums,
+    const std::vector<array>&) {
+  const array& g = cotangents[0];
+  std::vector<array> grads;
+  for (int arg : argnums) {
+    switch (arg) {
+      case 0: grads.push_back(scale(matmul(g, adjoint(primals[1])), alpha_)); break;
+      case 1: grads.push_back(scale(matmul(adjoint(primals[0]), g), alpha_)); break;
+      default: grads.push_back(scale(g, beta_)); break;
+    }
+  }
+  return grads;
+}
+
+std::vector<array> AddMM::jvp(
+    const std::vector<array>& primals,
+    const std::vector<array>& tangents,
+    const std::vector<int>& argnums) {
+  auto t = product_tangent(primals, tangents, argnums);
+  std::optional<array> total;
+  if (t) total = scale(*t, alpha_);
+  for (size_t i = 0; i < argnums.size(); ++i) {
+    if (argnums[i] != 2) continue;
+    array tc = scale(tangents[i], beta_);
+    total = total ? add(*total, tc) : tc;
+  }
+  return {total ? *total : zeros(product_shape(primals), primals[0].dtype())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> AddMM::vmap(
+    const std::vector<array>& inputs,
+    const std::vector<int>& axes) {
+  if (!any_batched(axes)) {
+    return {{addmm(inputs[2], inputs[0], inputs[1], alpha_, beta_, stream())}, {-1}};
+  }
+  // Every operand gets the same leading batch axis (unbatched ones as a stride-0 view), so
+  // the node keeps its invariant: equal batch shapes, c shaped like the output.
+  auto in = batch_first(inputs, axes, true);
+  Shape shape = product_shape(in);
+  auto out = array(
+      shape,
+      in[0].dtype(),
+      std::make_shared<AddMM>(stream(), alpha_, beta_),
+      {in[0], in[1], in[2]});
+  return {{out}, {0}};
+}
+
+bool AddMM::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const AddMM*>(&other);
+  return o && o->alpha_ == alpha_ && o->beta_ == beta_;
+}
+
+} // namespace nuvec
