@@ -36,7 +36,7 @@ class array {
   explicit array(T val, Dtype dtype = TypeToDtype<T>());
 
   /// A 0-d complex64 array.
-  array(const std::complex<float>& val, Dtype dtype = complex64);
+  explicit array(const std::complex<float>& val, Dtype dtype = complex64);
 
   /// An array of shape `shape` filled from an iterator (row-major), converted to dtype.
   /// Throws std::invalid_argument for a negative dimension.

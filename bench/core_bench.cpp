@@ -1,0 +1,103 @@
+// nuvec benchmarks for the core issue: element-wise add and exp and a full sum over 10^7
+// float32, a 1024^3 float32 matmul, and the per-op cost of building and evaluating a chain
+// of 10,000 small ops. bench/run.sh runs this beside NumPy and prints the ratios.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <vector>
+
+#include "nuvec/nuvec.h"
+
+namespace nx = nuvec;
+
+namespace {
+
+constexpr int kN = 10'000'000;
+
+nx::array random_f32(nx::Shape shape) {
+  size_t n = 1;
+  for (auto d : shape) n *= d;
+  std::vector<float> v(n);
+  uint32_t s = 12345;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+  }
+  return nx::array(v.begin(), shape, nx::float32);
+}
+
+// The physical floor for memory-bound ops: memcpy bandwidth measured in the same run.
+void BM_memcpy(benchmark::State& state) {
+  std::vector<float> a(kN, 1.0f), b(kN);
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), kN * sizeof(float));
+    benchmark::DoNotOptimize(b.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * kN * sizeof(float) * 2);
+}
+
+void BM_add(benchmark::State& state) {
+  auto a = random_f32({kN}), b = random_f32({kN});
+  nx::eval(a, b);
+  for (auto _ : state) {
+    auto c = nx::add(a, b);
+    nx::eval(c);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * kN * sizeof(float) * 3);
+}
+
+void BM_exp(benchmark::State& state) {
+  auto a = random_f32({kN});
+  nx::eval(a);
+  for (auto _ : state) {
+    auto c = nx::exp(a);
+    nx::eval(c);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * kN * sizeof(float) * 2);
+}
+
+void BM_sum(benchmark::State& state) {
+  auto a = random_f32({kN});
+  nx::eval(a);
+  for (auto _ : state) {
+    auto c = nx::sum(a);
+    nx::eval(c);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * kN * sizeof(float));
+}
+
+void BM_matmul_1024(benchmark::State& state) {
+  auto a = random_f32({1024, 1024}), b = random_f32({1024, 1024});
+  nx::eval(a, b);
+  for (auto _ : state) {
+    auto c = nx::matmul(a, b);
+    nx::eval(c);
+  }
+  state.counters["FLOPs"] = benchmark::Counter(
+      2.0 * 1024 * 1024 * 1024 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+// Build a chain of 10,000 small ops and evaluate it; reported per op.
+void BM_chain_10k(benchmark::State& state) {
+  auto x = random_f32({16});
+  nx::eval(x);
+  constexpr int kOps = 10'000;
+  for (auto _ : state) {
+    nx::array y = x;
+    for (int i = 0; i < kOps; ++i) {
+      y = (i % 2) ? nx::multiply(y, nx::array(0.999f)) : nx::add(y, nx::array(0.001f));
+    }
+    nx::eval(y);
+  }
+}
+
+} // namespace
+
+BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_add)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_exp)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_sum)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_matmul_1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_chain_10k)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_MAIN();

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs nuvec's core benchmarks and the same operations in NumPy in one go, and prints a
+# table with the ratio to NumPy and to the physical floor. Usage: bench/run.sh [build-dir]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+if [ ! -x "$build/bench/core_bench" ]; then ./scripts/build.sh; fi
+"$build/bench/core_bench" --benchmark_format=json --benchmark_min_time=0.5 > "$build/core_bench.json" 2>/dev/null
+python3 bench/compare.py "$build/core_bench.json"
