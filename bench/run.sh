@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 if [ ! -x "$build/bench/core_bench" ]; then ./scripts/build.sh; fi
 "$build/bench/core_bench" --benchmark_format=json --benchmark_min_time=0.5 > "$build/core_bench.json" 2>/dev/null
-python3 bench/compare.py "$build/core_bench.json"
+# Debian's interpreter has python3-numpy; a python3 earlier on PATH may not.
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+"$py" bench/compare.py "$build/core_bench.json"

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 #include <algorithm>
 
 #include "nuvec/memory.h"
@@ -37,13 +38,24 @@ class CachingAllocator {
     size_t rounded = round(size);
     std::unique_lock<std::mutex> lk(mtx_);
     void* block = nullptr;
-    // Reuse a cached block no more than twice the request (bounds waste).
-    auto it = cache_.lower_bound(rounded);
-    if (it != cache_.end() && it->first <= 2 * rounded) {
-      block = it->second;
-      rounded = it->first;
-      cache_memory_ -= rounded;
-      cache_.erase(it);
+    if (rounded < kSmallLimit) {
+      // Small blocks: exact size classes with vector free lists, so the hot path of tiny
+      // graphs allocates nothing besides the block itself.
+      auto& bin = small_[rounded / kAlign];
+      if (!bin.empty()) {
+        block = bin.back();
+        bin.pop_back();
+        cache_memory_ -= rounded;
+      }
+    } else {
+      // Reuse a cached block no more than twice the request (bounds waste).
+      auto it = cache_.lower_bound(rounded);
+      if (it != cache_.end() && it->first <= 2 * rounded) {
+        block = it->second;
+        rounded = it->first;
+        cache_memory_ -= rounded;
+        cache_.erase(it);
+      }
     }
     if (!block) {
       lk.unlock();
@@ -74,7 +86,11 @@ class CachingAllocator {
     std::lock_guard<std::mutex> lk(mtx_);
     active_memory_ -= size;
     if (cache_memory_ + size <= cache_limit_) {
-      cache_.emplace(size, block);
+      if (size < kSmallLimit) {
+        small_[size / kAlign].push_back(block);
+      } else {
+        cache_.emplace(size, block);
+      }
       cache_memory_ += size;
     } else {
       std::free(block);
@@ -108,8 +124,14 @@ class CachingAllocator {
   void clear_locked() {
     for (auto& [_, p] : cache_) std::free(p);
     cache_.clear();
+    for (auto& bin : small_) {
+      for (void* p : bin) std::free(p);
+      bin.clear();
+    }
     cache_memory_ = 0;
   }
+  static constexpr size_t kSmallLimit = size_t(1) << 16;
+  std::vector<void*> small_[kSmallLimit / kAlign];
   std::multimap<size_t, void*> cache_;
 };
 

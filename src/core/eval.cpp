@@ -9,6 +9,7 @@
 
 #include "backend/cpu/eval.h"
 #include "backend/gpu.h"
+#include "core/id_map.h"
 #include "core/scheduler.h"
 #include "nuvec/memory.h"
 #include "nuvec/primitives.h"
@@ -77,7 +78,7 @@ array eval_impl(std::vector<array> outputs, bool async) {
   std::deque<array> tape;
   {
     // Consumers per unscheduled node (siblings share their count).
-    std::unordered_map<std::uintptr_t, int> degree;
+    detail::IdMap<int> degree;
     std::stack<std::pair<std::reference_wrapper<array>, size_t>> dfs;
     dfs.emplace(synchronizer, 0);
     while (!dfs.empty()) {
@@ -101,14 +102,13 @@ array eval_impl(std::vector<array> outputs, bool async) {
             needs_fence.emplace(in.id(), in.primitive().stream());
           }
         }
-        auto it = degree.find(in.id());
-        if (it == degree.end()) {
-          degree.emplace(in.id(), 1);
-          for (auto& s : in.siblings()) degree.emplace(s.id(), 1);
+        auto [count, inserted] = degree.try_emplace(in.id(), 1);
+        if (inserted) {
+          for (auto& s : in.siblings()) degree.try_emplace(s.id(), 1);
           dfs.emplace(in, 0);
         } else {
-          it->second++;
-          for (auto& s : in.siblings()) degree[s.id()]++;
+          ++*count;
+          for (auto& s : in.siblings()) ++*degree.try_emplace(s.id(), 0).first;
         }
         continue;
       }
@@ -141,12 +141,12 @@ array eval_impl(std::vector<array> outputs, bool async) {
           deferred.emplace(a, j);
           break;
         }
-        auto it = degree.find(in.id());
-        if (--it->second != 0) {
-          for (auto& s : in.siblings()) degree[s.id()]--;
+        int* count = degree.find(in.id());
+        if (--*count != 0) {
+          for (auto& s : in.siblings()) --*degree.try_emplace(s.id(), 0).first;
           continue;
         }
-        degree.erase(it);
+        degree.erase(in.id());
         for (auto& s : in.siblings()) degree.erase(s.id());
         tape.push_back(in);
       }

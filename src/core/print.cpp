@@ -38,7 +38,7 @@ void print_rec(std::ostream& os, const array& a, const T* base, int dim, int64_t
     if (i > 0) {
       os << ",";
       if (dim + 1 < static_cast<int>(a.ndim())) {
-        os << "\n" << std::string(7 + dim + 1, ' ');
+        os << "\n" << std::string(6 + dim + 1, ' '); // "array(" then the brackets
       } else {
         os << " ";
       }

@@ -22,9 +22,12 @@ std::optional<std::string> first_error;
 void eval(array& arr) {
   Stream s = arr.primitive().stream();
   scheduler::notify_new_task(s);
+  // The node is detached right after dispatch unless a transform keeps its graph, so its
+  // inputs can be moved into the task instead of copied.
+  std::vector<array> inputs = arr.is_tracer() ? arr.inputs() : std::move(arr.inputs());
   scheduler::enqueue(
       s,
-      [p = arr.primitive_ptr(), inputs = arr.inputs(), outputs = arr.outputs(), s]() mutable {
+      [p = arr.primitive_ptr(), inputs = std::move(inputs), outputs = arr.outputs(), s]() mutable {
         try {
           p->eval_cpu(inputs, outputs);
         } catch (const std::exception& e) {
