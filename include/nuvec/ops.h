@@ -656,8 +656,8 @@ array conv_general(
     StreamOrDevice s = {});
 
 /// conv_general with the same padding on both sides of every spatial axis (MLX's overload).
-/// As in MLX, a call giving fewer than five arguments is ambiguous with the overload above;
-/// spell out padding_lo and padding_hi there.
+/// As in MLX, a call that fits both overloads (eight arguments or fewer) is ambiguous: give
+/// every argument through `flip` to select the one above, or end with `s` to select this one.
 inline array conv_general(
     const array& input,
     const array& weight,

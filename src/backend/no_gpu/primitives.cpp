@@ -50,5 +50,6 @@ NUVEC_NO_GPU(GatherAxis)
 NUVEC_NO_GPU(ScatterAxis)
 NUVEC_NO_GPU(Matmul)
 NUVEC_NO_GPU(AddMM)
+NUVEC_NO_GPU(Convolution)
 
 } // namespace nuvec
