@@ -1,0 +1,9 @@
+// nuvec::nn: neural-network building blocks (MLX's mlx.nn in C++): the Module tree, layers,
+// activations, losses and the nn generator. Built on nuvec's public API only.
+#pragma once
+
+#include "nuvec/nn/activations.h"
+#include "nuvec/nn/init.h"
+#include "nuvec/nn/layers.h"
+#include "nuvec/nn/losses.h"
+#include "nuvec/nn/module.h"
