@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "primitives/batching.h"
 #include "primitives/primitives.h"
 
 namespace nuvec {
@@ -56,14 +57,6 @@ inline Dtype binary_output_dtype(BinaryOp op, Dtype in) {
 /// v as a 0-d array of x's dtype.
 inline array scalar_like(double v, const array& x) {
   return array(v, x.dtype());
-}
-
-/// Whether any input is batched.
-inline bool any_batched(const std::vector<int>& axes) {
-  for (int a : axes) {
-    if (a >= 0) return true;
-  }
-  return false;
 }
 
 /// The batching step of every element-wise family: batched inputs get their batch axis

@@ -5,38 +5,12 @@
 #include <optional>
 #include <typeinfo>
 
+#include "primitives/batching.h"
 #include "primitives/primitives.h"
 
 namespace nuvec {
 
 namespace {
-
-// Each batched input's batch axis moved to the front; unbatched ones get a leading axis
-// broadcast to the batch size (a view), so every input has the same leading dimension.
-std::vector<array> batch_to_front(const std::vector<array>& inputs, const std::vector<int>& axes) {
-  int n = 1;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (axes[i] >= 0) n = inputs[i].shape(axes[i]);
-  }
-  std::vector<array> out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (axes[i] >= 0) {
-      out.push_back(moveaxis(inputs[i], axes[i], 0));
-    } else {
-      Shape shape = inputs[i].shape();
-      shape.insert(shape.begin(), n);
-      out.push_back(broadcast_to(expand_dims(inputs[i], 0), shape));
-    }
-  }
-  return out;
-}
-
-bool any_batched(const std::vector<int>& axes) {
-  for (int a : axes) {
-    if (a >= 0) return true;
-  }
-  return false;
-}
 
 } // namespace
 
@@ -96,7 +70,7 @@ std::pair<std::vector<array>, std::vector<int>> GatherAxis::vmap(
   if (!any_batched(axes)) {
     return {{take_along_axis(inputs[0], inputs[1], axis_)}, {-1}};
   }
-  auto b = batch_to_front(inputs, axes);
+  auto b = batch_first(inputs, axes);
   array out(
       b[1].shape(),
       b[0].dtype(),
@@ -185,7 +159,7 @@ std::pair<std::vector<array>, std::vector<int>> ScatterAxis::vmap(
         inputs);
     return {{out}, {-1}};
   }
-  auto b = batch_to_front(inputs, axes);
+  auto b = batch_first(inputs, axes);
   array out(
       b[0].shape(),
       b[0].dtype(),

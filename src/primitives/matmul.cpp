@@ -5,6 +5,7 @@
 #include <typeinfo>
 
 #include "core/errors.h"
+#include "primitives/batching.h"
 #include "primitives/primitives.h"
 
 namespace nuvec {
@@ -52,38 +53,6 @@ std::optional<array> product_tangent(
     total = total ? add(*total, *term) : *term;
   }
   return total;
-}
-
-// Moves each batched input's batch axis to the front; unbatched inputs are left as they are
-// (when broadcast_unbatched is false) or given a leading axis broadcast to the batch size.
-std::vector<array> batch_first(
-    const std::vector<array>& inputs,
-    const std::vector<int>& axes,
-    bool broadcast_unbatched) {
-  int n = -1;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (axes[i] >= 0) n = inputs[i].shape(axes[i]);
-  }
-  std::vector<array> out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (axes[i] >= 0) {
-      out.push_back(moveaxis(inputs[i], axes[i], 0));
-    } else if (broadcast_unbatched) {
-      Shape shape = inputs[i].shape();
-      shape.insert(shape.begin(), n);
-      out.push_back(broadcast_to(expand_dims(inputs[i], 0), shape));
-    } else {
-      out.push_back(inputs[i]);
-    }
-  }
-  return out;
-}
-
-bool any_batched(const std::vector<int>& axes) {
-  for (int a : axes) {
-    if (a >= 0) return true;
-  }
-  return false;
 }
 
 } // namespace

@@ -2,30 +2,13 @@
 // DynamicSliceUpdate, Concatenate). Derivatives follow shared/seeds/000_*.txt (MLX's rules):
 // a slice's cotangent is written back into zeros, an update's is sliced out, a join's is split.
 #include "nuvec/utils.h"
+#include "primitives/batching.h"
 #include "primitives/primitives.h"
 #include "primitives/slicing.h"
 
 namespace nuvec {
 
 namespace {
-
-/// x with its batch axis `ax` moved to the front, or (ax < 0) x broadcast over a new leading
-/// batch axis of size n.
-array batch_to_front(const array& x, int ax, int n) {
-  if (ax == 0) return x;
-  if (ax > 0) return moveaxis(x, ax, 0);
-  Shape shape = x.shape();
-  shape.insert(shape.begin(), n);
-  return broadcast_to(expand_dims(x, 0), shape);
-}
-
-/// The batch size of the first batched input.
-int batch_size(const std::vector<array>& inputs, const std::vector<int>& axes) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (axes[i] >= 0) return inputs[i].shape(axes[i]);
-  }
-  return 1;
-}
 
 /// Batches a primitive that has no batched form for some input (a per-example start): runs
 /// `one` on each example and stacks the results along a new first axis.
@@ -297,8 +280,8 @@ std::pair<std::vector<array>, std::vector<int>> SliceUpdate::vmap(
     const std::vector<array>& inputs,
     const std::vector<int>& axes) {
   int n = batch_size(inputs, axes);
-  array src = batch_to_front(inputs[0], axes[0], n);
-  array update = batch_to_front(inputs[1], axes[1], n);
+  array src = with_batch_front(inputs[0], axes[0], n);
+  array update = with_batch_front(inputs[1], axes[1], n);
   Shape start = start_, stop = stop_, strides = strides_;
   start.insert(start.begin(), 0);
   stop.insert(stop.begin(), n);
@@ -319,7 +302,7 @@ std::pair<std::vector<array>, std::vector<int>> DynamicSlice::vmap(
   }
   const array& x = inputs[0];
   int n = x.shape(axes[0]);
-  array front = batch_to_front(x, axes[0], n);
+  array front = with_batch_front(x, axes[0], n);
   std::vector<int> shifted = axes_;
   for (auto& a : shifted) a += 1;
   Shape size = slice_size_;
@@ -338,8 +321,8 @@ std::pair<std::vector<array>, std::vector<int>> DynamicSliceUpdate::vmap(
     });
   }
   int n = batch_size(inputs, axes);
-  array src = batch_to_front(inputs[0], axes[0], n);
-  array update = batch_to_front(inputs[1], axes[1], n);
+  array src = with_batch_front(inputs[0], axes[0], n);
+  array update = with_batch_front(inputs[1], axes[1], n);
   std::vector<int> shifted = axes_;
   for (auto& a : shifted) a += 1;
   auto batched = std::make_shared<DynamicSliceUpdate>(stream(), shifted);
@@ -353,7 +336,7 @@ std::pair<std::vector<array>, std::vector<int>> Concatenate::vmap(
   std::vector<array> fronts;
   fronts.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    fronts.push_back(batch_to_front(inputs[i], axes[i], n));
+    fronts.push_back(with_batch_front(inputs[i], axes[i], n));
   }
   auto batched = std::make_shared<Concatenate>(stream(), axis_ + 1);
   Shape shape = batched->output_shapes(fronts)[0];

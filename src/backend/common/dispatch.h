@@ -48,6 +48,18 @@ inline constexpr bool is_integral_v = std::is_integral_v<T> && !std::is_same_v<T
 template <typename T>
 using acc_t = std::conditional_t<is_half_v<T>, float, T>;
 
+/// Whether an element is NaN (either part for complex; never for integers and bool).
+template <typename T>
+inline bool is_nan_element(const T& v) {
+  if constexpr (is_complex_v<T>) {
+    return v.real() != v.real() || v.imag() != v.imag();
+  } else if constexpr (is_float_v<T>) {
+    return static_cast<double>(v) != static_cast<double>(v);
+  } else {
+    return false;
+  }
+}
+
 /// Converts one element between element types with NumPy's rules: to bool is "!= 0",
 /// complex to real drops the imaginary part, halves go through float.
 template <typename To, typename From>

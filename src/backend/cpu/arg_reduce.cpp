@@ -10,26 +10,15 @@ namespace nuvec {
 
 namespace {
 
-template <typename T>
-bool nan_at(const T& v) {
-  if constexpr (is_complex_v<T>) {
-    return std::isnan(v.real()) || std::isnan(v.imag());
-  } else if constexpr (is_float_v<T>) {
-    return std::isnan(static_cast<double>(v));
-  } else {
-    return false;
-  }
-}
-
 template <bool is_max, typename T>
 uint32_t arg_extreme(const T* p, int64_t n, int64_t stride) {
   if (n == 0) return 0;
   T best = p[0];
   uint32_t at = 0;
-  if (nan_at(best)) return 0;
+  if (is_nan_element(best)) return 0;
   for (int64_t i = 1; i < n; ++i) {
     T v = p[i * stride];
-    if (nan_at(v)) return static_cast<uint32_t>(i);
+    if (is_nan_element(v)) return static_cast<uint32_t>(i);
     bool better;
     if constexpr (is_max) better = v > best;
     else better = v < best;

@@ -14,23 +14,12 @@ namespace nuvec {
 
 namespace {
 
-template <typename T>
-bool nan_at(const T& v) {
-  if constexpr (is_complex_v<T>) {
-    return std::isnan(v.real()) || std::isnan(v.imag());
-  } else if constexpr (is_float_v<T>) {
-    return std::isnan(static_cast<double>(v));
-  } else {
-    return false;
-  }
-}
-
 // A strict weak order with every NaN after every number (NaNs equivalent to each other).
 template <typename T>
 bool nan_last_less(const T& a, const T& b) {
   if constexpr (is_complex_v<T> || is_float_v<T>) {
-    if (nan_at(b)) return !nan_at(a);
-    if (nan_at(a)) return false;
+    if (is_nan_element(b)) return !is_nan_element(a);
+    if (is_nan_element(a)) return false;
   }
   return a < b;
 }
