@@ -1,22 +1,7 @@
-// nuvec: eval_gpu of every primitive in a CPU-only build. GPU streams cannot be created
-// without a GPU, so reaching one of these means a bug; each says which primitive.
-#include <stdexcept>
-#include <string>
-
-#include "primitives/primitives.h"
+// nuvec: eval_gpu of the core primitive families in a CPU-only build (see no_gpu.h).
+#include "backend/no_gpu/no_gpu.h"
 
 namespace nuvec {
-
-namespace {
-[[noreturn]] void no_gpu(const char* name) {
-  throw std::runtime_error(std::string("[") + name + "] this build has no GPU backend.");
-}
-} // namespace
-
-#define NUVEC_NO_GPU(Family)                                                        \
-  void Family::eval_gpu(const std::vector<array>&, std::vector<array>&) {          \
-    no_gpu(name());                                                                 \
-  }
 
 NUVEC_NO_GPU(Unary)
 NUVEC_NO_GPU(Binary)
