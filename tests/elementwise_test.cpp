@@ -312,6 +312,12 @@ TEST(Unary, RoundHalfToEvenAndDecimals) {
   expect_close(round(x, -1), {50}, unary_ref(x, [](double v) { return std::nearbyint(v / 10) * 10; }), 1e-14, 1e-14);
   expect_close(round(array({1234, -1250}, int32), -2), {2}, {1200, -1200}, 0, 0);
   EXPECT_EQ(round(array({1234}, int32), -2).dtype(), int32);
+  // Negative decimals divide by a whole power of ten: multiplying by the inexact 1e-9 and
+  // dividing it back lands just below 2e9, which the cast to int32 truncated to 1999999999.
+  array big = array({2147483647, 1999999999, -2147483647 - 1, 1500000001}, int32);
+  expect_close(round(big, -9), {4}, unary_ref(big, [](double v) { return std::nearbyint(v / 1e9) * 1e9; }), 0, 0);
+  array xl = uniform({200}, -1e12, 1e12, float64);
+  expect_close(round(xl, -3), {200}, unary_ref(xl, [](double v) { return std::nearbyint(v / 1e3) * 1e3; }), 0, 0);
 }
 
 TEST(Unary, LogicalNotAndBitwiseInvert) {
@@ -489,6 +495,53 @@ TEST(Binary, IntegerArithmeticPowerAndComparisons) {
   expect_close(equal(n, n), {2}, {0, 1});
   expect_close(not_equal(n, n), {2}, {1, 0});
   expect_close(less(n, array(2.0f)), {2}, {0, 1});
+}
+
+// Signed overflow is undefined in C++; NumPy and MLX wrap modulo 2^bits. The reference wraps
+// through the unsigned type here; the sanitizer build (-fsanitize=undefined) flags any kernel
+// that still overflows a signed type.
+template <typename T>
+void check_wrapping_arithmetic(Dtype t) {
+  using U = std::make_unsigned_t<T>;
+  constexpr T lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  std::vector<T> av = {hi, lo, hi, lo, T(hi - 1), T(-1), T(lo + 1), T(12345)};
+  std::vector<T> bv = {T(1), T(-1), hi, lo, T(3), lo, T(-7), hi};
+  const int n = static_cast<int>(av.size());
+  array a(av.begin(), {n}, t), b(bv.begin(), {n}, t);
+  auto w = [](uint64_t v) { return static_cast<T>(static_cast<U>(v)); };
+  auto expect_exact = [&](array got, auto ref, const char* what) {
+    SCOPED_TRACE(what);
+    got = contiguous(got);
+    eval(got);
+    ASSERT_EQ(got.dtype(), t);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(got.data<T>()[i], ref(av[i], bv[i])) << "i = " << i;
+  };
+  expect_exact(add(a, b), [&](T x, T y) { return w(uint64_t(U(x)) + U(y)); }, "add");
+  expect_exact(subtract(a, b), [&](T x, T y) { return w(uint64_t(U(x)) - U(y)); }, "subtract");
+  expect_exact(multiply(a, b), [&](T x, T y) { return w(uint64_t(U(x)) * U(y)); }, "multiply");
+  expect_exact(square(a), [&](T x, T) { return w(uint64_t(U(x)) * U(x)); }, "square");
+  expect_exact(negative(a), [&](T x, T) { return w(uint64_t(0) - U(x)); }, "negative");
+  expect_exact(abs(a), [&](T x, T) { return x < 0 ? w(uint64_t(0) - U(x)) : x; }, "abs");
+  expect_exact(floor_divide(a, full({n}, -1, t)), [&](T x, T) { return w(uint64_t(0) - U(x)); }, "floor_divide by -1");
+  // Sums and products of the same dtype wrap the same way.
+  array s = sum(a), p = prod(b);
+  eval(s, p);
+  U su = 0, pu = 1;
+  for (int i = 0; i < n; ++i) {
+    su = static_cast<U>(uint64_t(su) + U(av[i]));
+    pu = static_cast<U>(uint64_t(pu) * U(bv[i]));
+  }
+  EXPECT_EQ(s.item<T>(), static_cast<T>(su));
+  EXPECT_EQ(p.item<T>(), static_cast<T>(pu));
+}
+
+TEST(Binary, SignedIntegerOverflowWraps) {
+  check_wrapping_arithmetic<int32_t>(int32);
+  check_wrapping_arithmetic<int64_t>(int64);
+  // uint16 * uint16 promotes to int in C++, where 65535 * 65535 overflows.
+  array u = array({65535, 40000}, uint16);
+  expect_close(multiply(u, u), {2}, {double((65535u * 65535u) & 0xffff), double((40000u * 40000u) & 0xffff)}, 0, 0);
+  expect_close(square(u), {2}, {double((65535u * 65535u) & 0xffff), double((40000u * 40000u) & 0xffff)}, 0, 0);
 }
 
 TEST(Binary, LogicalAndBitwise) {

@@ -330,7 +330,10 @@ array round(const array& a, int decimals, StreamOrDevice s) {
     return cast(round(cast(a, float64, s), decimals, s), t, s);
   }
   if (decimals == 0) return unary(UnaryOp::Round, a, s);
-  array scale(std::pow(10.0, decimals), t);
+  // The scale is always a whole power of ten (exact up to 1e22): 10^-k is inexact, and
+  // round(x * 1e-k) / 1e-k lands just below whole multiples (2 / 1e-9 < 2e9).
+  array scale(std::pow(10.0, std::abs(decimals)), t);
+  if (decimals < 0) return multiply(unary(UnaryOp::Round, divide(a, scale, s), s), scale, s);
   return divide(unary(UnaryOp::Round, multiply(a, scale, s), s), scale, s);
 }
 array round(const array& a, StreamOrDevice s) {

@@ -63,6 +63,13 @@ void check_not_empty(const array& a, const std::vector<int>& axes, const char* o
   }
 }
 
+// The dtype mean, var and logsumexp compute in: float32 for the half types, whose kernels
+// accumulate in float32 but whose totals would overflow float16 (65504) before the division
+// (NumPy's rule); the result is rounded to the half type once, at the end.
+Dtype float_accumulate_type(Dtype dt) {
+  return (dt == float16 || dt == bfloat16) ? float32 : dt;
+}
+
 // A 0-d array of value in dtype.
 array scalar(double value, Dtype dtype) {
   return array(value, dtype);
@@ -138,9 +145,11 @@ array prod(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "mean");
   Dtype dt = float_result_type(a.dtype());
-  array total = reduce_node(a, ReduceOp::Sum, ax, keepdims, dt, s);
+  Dtype acc = float_accumulate_type(dt);
+  array total = reduce_node(a, ReduceOp::Sum, ax, keepdims, acc, s);
   // 1 / 0 = inf makes an empty mean 0 * inf = NaN, as NumPy.
-  return multiply(total, scalar(1.0 / static_cast<double>(reduced_size(a, ax)), dt), s);
+  array out = multiply(total, scalar(1.0 / static_cast<double>(reduced_size(a, ax)), acc), s);
+  return acc == dt ? out : astype(out, dt, s);
 }
 array mean(const array& a, bool keepdims, StreamOrDevice s) {
   return mean(a, all_axes(static_cast<int>(a.ndim())), keepdims, s);
@@ -157,11 +166,13 @@ array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
   auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "var");
   Dtype dt = float_result_type(a.dtype());
-  array x = astype(a, dt, s);
+  Dtype acc = float_accumulate_type(dt);
+  array x = astype(a, acc, s);
   array d = subtract(x, mean(x, ax, true, s), s);
-  array ss = reduce_node(square(d, s), ReduceOp::Sum, ax, keepdims, dt, s);
+  array ss = reduce_node(square(d, s), ReduceOp::Sum, ax, keepdims, acc, s);
   double denom = std::max<double>(static_cast<double>(reduced_size(a, ax)) - ddof, 0.0);
-  return multiply(ss, scalar(1.0 / denom, dt), s);
+  array out = multiply(ss, scalar(1.0 / denom, acc), s);
+  return acc == dt ? out : astype(out, dt, s);
 }
 array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
   return var(a, all_axes(static_cast<int>(a.ndim())), keepdims, ddof, s);
@@ -275,7 +286,8 @@ array argmax(const array& a, StreamOrDevice s) {
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "logsumexp");
   Dtype dt = float_result_type(a.dtype());
-  array x = astype(a, dt, s);
+  Dtype acc = float_accumulate_type(dt);
+  array x = astype(a, acc, s);
   if (reduced_size(a, ax) == 0) {
     Shape shape = keepdims_shape(a.shape(), ax);
     array out = full(shape, scalar(-std::numeric_limits<double>::infinity(), dt), dt, s);
@@ -284,6 +296,7 @@ array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, Str
   array m = stop_gradient(max(x, ax, true, s), s);
   m = where(isinf(m, s), zeros_like(m, s), m, s);
   array out = add(log(sum(exp(subtract(x, m, s), s), ax, true, s), s), m, s);
+  if (acc != dt) out = astype(out, dt, s);
   return keepdims ? out : squeeze(out, ax, s);
 }
 array logsumexp(const array& a, bool keepdims, StreamOrDevice s) {

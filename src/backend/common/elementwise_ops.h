@@ -43,6 +43,20 @@ NUVEC_HD const auto& arith(const T& x) {
   else return x;
 }
 
+/// The unsigned type signed-integer arithmetic runs in: signed overflow is undefined in C++,
+/// while NumPy and MLX wrap modulo 2^bits. At least `unsigned` wide, so that int8/int16
+/// (and uint16 * uint16) never promote to a signed int that could overflow; converting back
+/// to the signed type wraps (C++20).
+template <typename T>
+using wrap_uint_t = std::conditional_t<
+    (sizeof(T) < sizeof(unsigned)),
+    unsigned,
+    std::make_unsigned_t<T>>;
+
+/// True for the integer types (bool excluded) whose + - * must wrap through wrap_uint_t.
+template <typename T>
+inline constexpr bool kWrapInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
 /// e^x for float32 without calling libm, so the loop vectorises: x = n ln2 + r with
 /// |r| <= ln2/2, e^r by a degree-6 polynomial (Cephes's expf coefficients, a minimax fit),
 /// 2^n applied as two exact power-of-two factors so results down to the subnormals round
@@ -81,13 +95,13 @@ struct Abs {
     if constexpr (Complex<T>) return std::abs(x);
     else if constexpr (std::is_unsigned_v<T>) return x;
     else if constexpr (Real<T>) return std::fabs(x);
-    else return static_cast<T>(x < 0 ? T(0) - x : x);
+    else return static_cast<T>(x < 0 ? wrap_uint_t<T>(0) - static_cast<wrap_uint_t<T>>(x) : x);
   }
 };
 struct Negative {
   template <Number T>
   NUVEC_HD T operator()(T x) const {
-    if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>) return static_cast<T>(T(0) - x);
+    if constexpr (kWrapInt<T>) return static_cast<T>(wrap_uint_t<T>(0) - static_cast<wrap_uint_t<T>>(x));
     else if constexpr (std::is_same_v<T, bool>) return x;
     else return static_cast<T>(-x);
   }
@@ -143,6 +157,7 @@ struct Square {
   template <Number T>
   NUVEC_HD T operator()(T x) const {
     if constexpr (std::is_same_v<T, bool>) return x;
+    else if constexpr (kWrapInt<T>) return static_cast<T>(wrap_uint_t<T>(x) * wrap_uint_t<T>(x));
     else return static_cast<T>(arith(x) * arith(x));
   }
 };
@@ -363,6 +378,7 @@ struct Add {
   template <Number T>
   NUVEC_HD T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a || b;
+    else if constexpr (kWrapInt<T>) return static_cast<T>(wrap_uint_t<T>(a) + wrap_uint_t<T>(b));
     else return static_cast<T>(arith(a) + arith(b));
   }
 };
@@ -370,6 +386,7 @@ struct Subtract {
   template <Number T>
   NUVEC_HD T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a != b;
+    else if constexpr (kWrapInt<T>) return static_cast<T>(wrap_uint_t<T>(a) - wrap_uint_t<T>(b));
     else return static_cast<T>(arith(a) - arith(b));
   }
 };
@@ -377,6 +394,7 @@ struct Multiply {
   template <Number T>
   NUVEC_HD T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) return a && b;
+    else if constexpr (kWrapInt<T>) return static_cast<T>(wrap_uint_t<T>(a) * wrap_uint_t<T>(b));
     else return static_cast<T>(arith(a) * arith(b));
   }
 };
@@ -403,7 +421,8 @@ struct FloorDivide {
       return b == 0 ? T(0) : static_cast<T>(a / b);
     } else {
       if (b == 0) return T(0);
-      if (b == T(-1)) return static_cast<T>(T(0) - a); // avoids min / -1 overflow trap
+      // min / -1 traps; negating through the unsigned type wraps it to min, as NumPy.
+      if (b == T(-1)) return static_cast<T>(wrap_uint_t<T>(0) - static_cast<wrap_uint_t<T>>(a));
       T q = static_cast<T>(a / b);
       return static_cast<T>((a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q);
     }

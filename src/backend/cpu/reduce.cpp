@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/common/dispatch.h"
+#include "backend/common/elementwise_ops.h"
 #include "backend/common/reduce_plan.h"
 #include "primitives/primitives.h"
 
@@ -17,11 +18,14 @@ namespace nuvec {
 namespace {
 
 // complex64_t arithmetic spelled through std::complex: ops.h's scalar operators would
-// otherwise compete for `a + b` (complex64_t converts to a 0-d array).
+// otherwise compete for `a + b` (complex64_t converts to a 0-d array). Integers wrap
+// through an unsigned type (signed overflow is undefined in C++).
 template <typename A>
 A add_values(A a, A b) {
   if constexpr (is_complex_v<A>) {
     return A(static_cast<const std::complex<float>&>(a) + static_cast<const std::complex<float>&>(b));
+  } else if constexpr (ew::kWrapInt<A>) {
+    return static_cast<A>(ew::wrap_uint_t<A>(a) + ew::wrap_uint_t<A>(b));
   } else {
     return a + b;
   }
@@ -30,6 +34,8 @@ template <typename A>
 A multiply_values(A a, A b) {
   if constexpr (is_complex_v<A>) {
     return A(static_cast<const std::complex<float>&>(a) * static_cast<const std::complex<float>&>(b));
+  } else if constexpr (ew::kWrapInt<A>) {
+    return static_cast<A>(ew::wrap_uint_t<A>(a) * ew::wrap_uint_t<A>(b));
   } else {
     return a * b;
   }
