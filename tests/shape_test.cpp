@@ -487,3 +487,14 @@ TEST(ShapeRules, Vmap) {
   check_vmap([](const V& x) { return depends({x[0]}, {x[1]}); }, {randn({3, 4}), randn({4})}, {1, 0});
   check_vmap([](const V& x) { return V{view(x[0], uint8)}; }, {randn({3, 4}, float32)}, {1});
 }
+
+TEST(AsStridedBounds, RejectsWindowsOutsideTheInput) {
+  auto a = nuvec::arange(10.0);
+  // In bounds: the last element addressed is 2 + 3*2 + 1 = 9.
+  EXPECT_NO_THROW(nuvec::eval(nuvec::as_strided(a, {4, 2}, {2, 1}, 2)));
+  nuvec::testing::expect_throws_naming<std::invalid_argument>(
+      [&] { nuvec::as_strided(a, {4, 2}, {3, 1}, 0); }, "[as_strided]");
+  nuvec::testing::expect_throws_naming<std::invalid_argument>(
+      [&] { nuvec::as_strided(a, {3}, {-1}, 1); }, "[as_strided]");
+  EXPECT_NO_THROW(nuvec::eval(nuvec::as_strided(a, {0, 5}, {100, 100}, 50)));
+}

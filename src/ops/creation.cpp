@@ -86,6 +86,21 @@ array as_strided(array a, Shape shape, Strides strides, size_t offset, StreamOrD
   for (auto d : shape) {
     if (d < 0) throw_invalid_argument("as_strided", "shape must be non-negative; got ", shape, ".");
   }
+  // Every addressed element must lie inside a (NumPy's as_strided does not check; reading
+  // past the buffer would be a silent wrong answer or a crash).
+  bool empty = false;
+  int64_t lo = static_cast<int64_t>(offset), hi = lo;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    empty |= shape[i] == 0;
+    int64_t span = int64_t(shape[i] - 1) * strides[i];
+    (span < 0 ? lo : hi) += span;
+  }
+  if (!empty && (lo < 0 || hi >= static_cast<int64_t>(a.size()))) {
+    throw_invalid_argument(
+        "as_strided", "shape ", shape, ", strides ", strides, " and offset ", offset,
+        " must address elements inside the input of size ", a.size(), "; got elements ", lo,
+        " to ", hi, ".");
+  }
   // Strides and offset address a's elements in row-major order.
   array x = reshape(a, {-1}, s);
   return array(

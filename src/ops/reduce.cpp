@@ -312,7 +312,9 @@ array logsumexp(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s) {
   auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "softmax");
   Dtype dt = float_result_type(a.dtype());
-  bool widen = precise && (dt == float16 || dt == bfloat16);
+  // Half inputs always normalise in float32: a float16 denominator overflows past 65504
+  // terms (NumPy's answer over MLX's; `precise` is kept for API compatibility).
+  bool widen = dt == float16 || dt == bfloat16;
   array x = astype(a, widen ? float32 : dt, s);
   if (a.size() == 0) return astype(x, dt, s);
   array m = stop_gradient(max(x, ax, true, s), s);
