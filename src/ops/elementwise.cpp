@@ -67,10 +67,14 @@ array float_unary(const char* name, UnaryOp op, const array& a, StreamOrDevice s
 array binary(const char* name, BinaryOp op, const array& a, const array& b, Dtype t,
              StreamOrDevice s) {
   Shape shape = common_shape(name, {a, b});
-  array x = broadcast_to(cast(a, t, s), shape, s);
-  array y = broadcast_to(cast(b, t, s), shape, s);
+  // 0-d operands stay unbroadcast (the kernels read them as scalars; Binary's rules sum
+  // their cotangents back): no Broadcast node for the common `x * 2`.
+  auto fit = [&](const array& v) {
+    array c = cast(v, t, s);
+    return c.ndim() == 0 ? c : broadcast_to(c, shape, s);
+  };
   return array(shape, binary_output_dtype(op, t), std::make_shared<Binary>(to_stream(s), op),
-               {x, y});
+               {fit(a), fit(b)});
 }
 
 array promoted(const char* name, BinaryOp op, const array& a, const array& b, StreamOrDevice s) {

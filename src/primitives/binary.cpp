@@ -6,6 +6,7 @@
 #include <typeinfo>
 
 #include "primitives/elementwise.h"
+#include "primitives/sum_to.h"
 
 namespace nuvec {
 
@@ -61,9 +62,12 @@ std::optional<array> binary_partial(
   return std::nullopt;
 }
 
+// A Binary node's inputs have the output's shape, except that either may be 0-d (the op
+// layer leaves scalars unbroadcast: one node fewer per `x * 2`, and the kernels read a 0-d
+// input as a scalar).
 array record_binary(const Stream& s, BinaryOp op, const array& a, const array& b) {
-  return array(a.shape(), binary_output_dtype(op, a.dtype()), std::make_shared<Binary>(s, op),
-               {a, b});
+  return array(broadcast_shapes(a.shape(), b.shape()), binary_output_dtype(op, a.dtype()),
+               std::make_shared<Binary>(s, op), {a, b});
 }
 
 std::vector<array> record_divmod(const Stream& s, const array& a, const array& b) {
@@ -108,7 +112,7 @@ const char* Binary::name() const {
 }
 
 std::vector<Shape> Binary::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
+  return {broadcast_shapes(inputs[0].shape(), inputs[1].shape())};
 }
 
 std::vector<array> Binary::vjp(
@@ -121,7 +125,8 @@ std::vector<array> Binary::vjp(
   std::vector<array> grads;
   for (int i : argnums) {
     auto d = binary_partial(op_, a, b, out, i, cotangents[0]);
-    grads.push_back(d ? *d : zeros_like(primals[i]));
+    // A 0-d input was broadcast inside the kernel: its cotangent sums over the output.
+    grads.push_back(d ? sum_to(*d, primals[i].shape()) : zeros_like(primals[i]));
   }
   return grads;
 }
@@ -137,7 +142,9 @@ std::vector<array> Binary::jvp(
     auto d = binary_partial(op_, a, b, out, argnums[k], tangents[k]);
     if (d) total = total ? add(*total, *d) : *d;
   }
-  return {total ? *total : zeros_like(out)};
+  if (!total) return {zeros_like(out)};
+  // Only a 0-d input had a tangent: the product is 0-d too.
+  return {total->shape() == out.shape() ? *total : broadcast_to(*total, out.shape())};
 }
 
 std::pair<std::vector<array>, std::vector<int>> Binary::vmap(

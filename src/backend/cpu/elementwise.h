@@ -38,7 +38,8 @@ inline ElementwisePlan plan_elementwise(
   const array* layout = nullptr; // the dense input whose layout all others share
   bool flat = true;
   for (const auto& in : inputs) {
-    bool scalar = in.shape() == shape && is_scalar_like(in);
+    // A 0-d input (Binary keeps scalars unbroadcast) is a scalar for any output shape.
+    bool scalar = in.ndim() == 0 || (in.shape() == shape && is_scalar_like(in));
     plan.scalar.push_back(scalar);
     if (scalar) continue;
     bool dense = in.shape() == shape && in.flags().contiguous && in.data_size() == in.size();
