@@ -1,0 +1,33 @@
+// nuvec: the primitives of nuvec::random (rules in src/primitives/random.cpp, CPU kernels in
+// src/backend/cpu/random.cpp). Layout and rules follow MLX's RandomBits.
+#pragma once
+
+#include "primitives/primitives.h"
+
+namespace nuvec {
+
+/// Threefry-2x32 random bits. Input: keys of shape (K..., 2), uint32; output (K..., shape...)
+/// of uint8 / uint16 / uint32 for width 1 / 2 / 4 bytes, each key filling its own block with
+/// MLX's counter layout (src/backend/common/threefry.h). No derivative (zero); vmap batches
+/// over keys.
+class RandomBits : public Primitive {
+ public:
+  RandomBits(Stream stream, Shape shape, int width)
+      : Primitive(stream), shape_(std::move(shape)), width_(width) {}
+  NUVEC_PRIMITIVE_RULES()
+
+ private:
+  Shape shape_;
+  int width_;
+};
+
+/// U diag(sqrt(S)) V^T from the SVD of each (n, n) matrix of the input (..., n, n): the
+/// symmetric square root of a positive semi-definite covariance (MLX's multivariate_normal
+/// factor). float32 or float64; computed in float64 by LAPACKE_dgesvd. No derivative (throws).
+class CovarianceSqrt : public Primitive {
+ public:
+  explicit CovarianceSqrt(Stream stream) : Primitive(stream) {}
+  NUVEC_PRIMITIVE_RULES()
+};
+
+} // namespace nuvec
