@@ -10,6 +10,7 @@
 #include "nuvec/memory.h"
 #include "nuvec/ops.h"
 #include "nuvec/primitives.h"
+#include "nuvec/random.h"
 #include "nuvec/stream.h"
 #include "nuvec/transforms.h"
 #include "nuvec/utils.h"
