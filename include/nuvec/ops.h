@@ -755,4 +755,280 @@ array conv_transpose3d(
     int groups = 1,
     StreamOrDevice s = {});
 
+// ---------------------------------------------------------------------------------------
+// Scans and selection (src/ops/scan.cpp; rules src/primitives/scan.cpp, kernels
+// src/backend/cpu/scan.cpp). Scans run along one axis (the flattened array without axis);
+// `reverse` scans from the end, `inclusive = false` shifts by one and starts from the
+// identity (0, 1, lowest, highest, -inf). Axes may be negative; an axis out of range throws
+// std::out_of_range naming the op. Derivatives follow shared/seeds/000_*.txt (MLX's Scan).
+
+/// out[i] = sum_{j <= i} a[j] along axis (j < i when exclusive; j >= i when reversed).
+/// Dtypes: bool, int8 and int16 give int32, uint8 and uint16 give uint32 (as sum); others
+/// keep their dtype; float16/bfloat16 accumulate in float32. Throws std::out_of_range for
+/// the axis. Source: MLX's cumsum. Runs: Scan(Sum), contiguous copy for strided inputs.
+array cumsum(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cumsum(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+
+/// out[i] = prod_{j <= i} a[j] along axis (conventions and dtypes as cumsum). The gradient
+/// handles zeros exactly (first-zero rule of the seed). Source: MLX's cumprod.
+array cumprod(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cumprod(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+
+/// out[i] = max_{j <= i} a[j] (cummax) / min (cummin) along axis; NaN propagates (NumPy's
+/// maximum.accumulate). Dtype: a's (complex throws std::invalid_argument). The gradient goes
+/// to the element holding the running extreme, ties to the latest in scan order (seed).
+/// Source: MLX's cummax / cummin.
+array cummax(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummax(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummin(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummin(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+
+/// out[i] = log(sum_{j <= i} exp(a[j])) along axis, computed stably (running logaddexp).
+/// Dtype: a's when floating, float32 for integer and bool inputs (complex throws
+/// std::invalid_argument). Source: MLX's logcumsumexp.
+array logcumsumexp(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array logcumsumexp(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+
+/// The n-th discrete difference along axis: out = a[1:] - a[:-1], applied n times (bool
+/// inputs use not_equal, as NumPy). Shape: a's with axis shortened by n (to 0 at least).
+/// Throws std::invalid_argument for n < 0 or a 0-d input, std::out_of_range for the axis.
+/// Source: NumPy's diff (nuvec addition). Runs: slices and subtract.
+array diff(const array& a, int n = 1, int axis = -1, StreamOrDevice s = {});
+
+/// a rearranged along axis so that position kth holds the element a sorted copy would
+/// hold there, smaller-or-equal elements before it and greater-or-equal after (NaNs last);
+/// the order within each side is unspecified (deterministic). kth may be negative
+/// (counted from the end). Without axis, a is flattened. Dtype: a's (argpartition: uint32
+/// indices). Throws std::invalid_argument for kth outside [-n, n), std::out_of_range for
+/// the axis. Source: MLX's partition / argpartition. Runs: std::nth_element per line.
+array partition(const array& a, int kth, int axis, StreamOrDevice s = {});
+array partition(const array& a, int kth, StreamOrDevice s = {});
+array argpartition(const array& a, int kth, int axis, StreamOrDevice s = {});
+array argpartition(const array& a, int kth, StreamOrDevice s = {});
+
+/// The k largest elements along axis (flattened without axis). MLX leaves their order
+/// unspecified; nuvec returns them sorted ascending. Shape: a's with axis of size k.
+/// Throws std::invalid_argument for k outside [0, n], std::out_of_range for the axis.
+/// Source: MLX's topk. Runs: partition at n - k, slice, sort.
+array topk(const array& a, int k, int axis, StreamOrDevice s = {});
+array topk(const array& a, int k, StreamOrDevice s = {});
+
+/// For each element of v, the index at which it would be inserted into the sorted 1-d a to
+/// keep it sorted: the first such index (right = false: count of a < v) or the last
+/// (right = true: count of a <= v), with NaNs ordered last as in sort (NumPy's
+/// searchsorted). Shape: v's; dtype uint32. Throws std::invalid_argument when a is not
+/// 1-d. Source: NumPy (nuvec addition). Runs: a broadcast comparison and a sum
+/// (O(size(a) * size(v)) work; no derivative).
+array searchsorted(const array& a, const array& v, bool right = false, StreamOrDevice s = {});
+
+// ---------------------------------------------------------------------------------------
+// Indexing (src/ops/gather_scatter.cpp; primitives in src/primitives/gather_scatter.h)
+//
+// Shared rules: indices have any integer dtype; negative indices count from the end of their
+// axis. Indices are data, so their range is not checked when the op records: at run time a
+// gather clamps an out-of-range index (so its whole window fits the axis) and a scatter
+// skips every update element that would land outside the array, so nothing ever reads or
+// writes out of bounds. Errors name the op: std::invalid_argument for dtypes, counts and
+// shapes, std::out_of_range for axes.
+
+/// The elements of a along `axis` at `indices` (NumPy's take):
+/// out[i..., j, k...] = a[i..., indices[j], k...].
+/// Shape: a.shape[:axis] + indices.shape + a.shape[axis+1:]. Dtype: a's.
+/// Throws std::invalid_argument for non-integer indices, std::out_of_range for the axis.
+/// Source: MLX's take. Runs: gather with one index array, then a transpose (a view).
+array take(const array& a, const array& indices, int axis, StreamOrDevice s = {});
+/// a's element `index` along axis (negative counts from the end); the axis is dropped.
+/// Throws std::out_of_range for the axis or for an index outside [-n, n).
+array take(const array& a, int index, int axis, StreamOrDevice s = {});
+/// take of the flattened a: out[j...] = a.flatten()[indices[j...]]. Shape: indices'.
+array take(const array& a, const array& indices, StreamOrDevice s = {});
+/// The flattened a's element `index` (a scalar). Throws std::out_of_range outside [-n, n).
+array take(const array& a, int index, StreamOrDevice s = {});
+
+/// Windows of a at positions given by one index array per axis in `axes` (MLX's gather):
+/// with the indices broadcast together to shape I,
+/// out[i..., w...] = a[c] where c_d = indices[k][i...] + w_d for d = axes[k], c_d = w_d else.
+/// Shape: I + slice_sizes (one slice size per dimension of a, 0 <= slice_sizes[d] <= a.shape[d]).
+/// Dtype: a's. Throws std::invalid_argument when indices and axes differ in count, axes
+/// repeat, indices are not integers or do not broadcast, or slice_sizes has the wrong length
+/// or a size out of range; std::out_of_range for an axis. Source: MLX's gather.
+/// Runs: the Gather primitive (out-of-range starts are clamped so the window fits).
+array gather(
+    const array& a,
+    const std::vector<array>& indices,
+    const std::vector<int>& axes,
+    const Shape& slice_sizes,
+    StreamOrDevice s = {});
+/// gather with one index array along one axis.
+array gather(const array& a, const array& indices, int axis, const Shape& slice_sizes, StreamOrDevice s = {});
+
+/// a with windows overwritten by updates (MLX's scatter): with the indices broadcast to shape
+/// I, updates has shape I + U (U: one window size per dimension of a, U[d] <= a.shape[d];
+/// updates' leading part broadcasts to I), and out[c] = updates[i..., w...] with c as in
+/// gather. For duplicate positions one of the updates is kept (nuvec: the last in row-major
+/// order of I). Dtype: a's (updates are cast). Throws as gather does, plus
+/// std::invalid_argument for an updates shape that does not fit. Source: MLX's scatter.
+/// Runs: the Scatter primitive (update elements landing out of bounds are skipped).
+array scatter(
+    const array& a,
+    const std::vector<array>& indices,
+    const array& updates,
+    const std::vector<int>& axes,
+    StreamOrDevice s = {});
+array scatter(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+/// scatter that adds: out[c] = a[c] + sum of the updates landing on c (duplicates accumulate;
+/// bool: logical or).
+array scatter_add(
+    const array& a,
+    const std::vector<array>& indices,
+    const array& updates,
+    const std::vector<int>& axes,
+    StreamOrDevice s = {});
+array scatter_add(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+/// scatter that multiplies: out[c] = a[c] * product of the updates landing on c
+/// (bool: logical and). Derivatives (MLX has none): w.r.t. a, the product of the updates at
+/// each position; w.r.t. an update, a times the product of the other updates at its
+/// position (exact with zeros).
+array scatter_prod(
+    const array& a,
+    const std::vector<array>& indices,
+    const array& updates,
+    const std::vector<int>& axes,
+    StreamOrDevice s = {});
+array scatter_prod(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+/// scatter keeping the maximum: out[c] = max(a[c], updates landing on c); NaN propagates.
+/// Reverse-mode derivative as MLX's: every input equal to the result shares the cotangent
+/// (ties all receive it); forward mode throws std::invalid_argument, as MLX has none.
+array scatter_max(
+    const array& a,
+    const std::vector<array>& indices,
+    const array& updates,
+    const std::vector<int>& axes,
+    StreamOrDevice s = {});
+array scatter_max(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+/// scatter keeping the minimum: out[c] = min(a[c], updates landing on c); as scatter_max.
+array scatter_min(
+    const array& a,
+    const std::vector<array>& indices,
+    const array& updates,
+    const std::vector<int>& axes,
+    StreamOrDevice s = {});
+array scatter_min(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+
+/// a with the positions where mask is true filled, in row-major order, by the elements of
+/// src taken in row-major order (NumPy's place): out[p] = src.flatten()[r(p) mod src.size]
+/// where r(p) counts the true mask positions before p (NumPy cycles a short src too).
+/// Shapes: mask broadcasts to a's shape; src any shape, non-empty. Dtype: a's (src is
+/// cast). Throws std::invalid_argument for a non-bool mask, a mask that does not broadcast,
+/// or an empty src with a non-empty a. Source: MLX's masked_scatter.
+/// Runs: a MaskedRank node (the ranks), take and where.
+array masked_scatter(const array& a, const array& mask, const array& src, StreamOrDevice s = {});
+
+/// src with src[start:stop:strides] replaced by src[start:stop:strides] + update (update
+/// broadcast to the slice; dtype promoted as add, then cast to src's). Throws as
+/// slice_update does, naming slice_update_add. Source: MLX's slice_update_add.
+/// Runs: slice, add, slice_update.
+array slice_update_add(
+    const array& src,
+    const array& update,
+    Shape start,
+    Shape stop,
+    Shape strides,
+    StreamOrDevice s = {});
+array slice_update_add(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+/// As slice_update_add with the slice multiplied by update.
+array slice_update_prod(
+    const array& src,
+    const array& update,
+    Shape start,
+    Shape stop,
+    Shape strides,
+    StreamOrDevice s = {});
+array slice_update_prod(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+/// As slice_update_add with the slice replaced by maximum(slice, update).
+array slice_update_max(
+    const array& src,
+    const array& update,
+    Shape start,
+    Shape stop,
+    Shape strides,
+    StreamOrDevice s = {});
+array slice_update_max(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+/// As slice_update_add with the slice replaced by minimum(slice, update).
+array slice_update_min(
+    const array& src,
+    const array& update,
+    Shape start,
+    Shape stop,
+    Shape strides,
+    StreamOrDevice s = {});
+array slice_update_min(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+
+// ---------------------------------------------------------------------------------------
+// Einsum and structured products (src/ops/einsum.cpp, src/ops/structured_mm.cpp). Composed
+// from transpose/reshape/matmul/sum/take_along_axis/where, so vjp, jvp and vmap come from
+// the pieces. Signatures and semantics are MLX's.
+
+/// The pairwise contraction order einsum uses for `subscripts` ("ij,jk->ik"; implicit output
+/// = the letters seen once, sorted; "..." broadcasts) and a description: the equation and,
+/// per step, the pair contracted (positions in the current operand list, results appended at
+/// the end, NumPy's convention), its sub-equation and its multiply-add count. Greedy: each
+/// step contracts the pair with the smallest result. Throws std::invalid_argument naming
+/// einsum_path for malformed subscripts, an operand count or rank that does not match, or
+/// inconsistent label sizes. Source: MLX einsum_path, NumPy einsum_path.
+std::pair<std::vector<std::vector<int>>, std::string> einsum_path(
+    const std::string& subscripts,
+    const std::vector<array>& operands);
+
+/// Einstein summation: out[output labels] = sum over the other labels of the product of the
+/// operands at their labels. A label repeated within one operand takes its diagonal.
+/// Shapes: out has one axis per output label (ellipsis axes broadcast, NumPy's rules).
+/// Dtype: the operands' promoted dtype. Throws std::invalid_argument naming einsum (as
+/// einsum_path). Source: MLX einsum, NumPy einsum. Runs: matmul per contracted pair.
+array einsum(const std::string& subscripts, const std::vector<array>& operands, StreamOrDevice s = {});
+
+/// The Walsh-Hadamard transform along the last axis, times scale (default 1/sqrt(n)):
+/// out[..., i] = scale * sum_j (-1)^popcount(i & j) a[..., j]. Shapes: as a, whose last axis
+/// n must be a power of two. Dtype: a's if floating, else float32. Throws
+/// std::invalid_argument naming hadamard_transform. Source: MLX hadamard_transform (its
+/// n = 12/20/28 * 2^k sizes are not supported). Runs: log2(n) butterfly steps.
+array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt, StreamOrDevice s = {});
+
+/// Matrix product with block masks (blocks of block_size x block_size): out = ((a * Ml) @
+/// (b * Mr)) * Mo, where Ml, Mr, Mo are mask_lhs (..., ceil(M/bs), ceil(K/bs)), mask_rhs
+/// (..., ceil(K/bs), ceil(N/bs)) and mask_out (..., ceil(M/bs), ceil(N/bs)) expanded to
+/// element level; bool masks zero blocks, floating masks scale them. Shapes: a (..., M, K),
+/// b (..., K, N), out (..., M, N). Throws std::invalid_argument naming block_masked_mm for
+/// a non-positive block size, ranks below 2 or mask shapes that do not match.
+/// Source: MLX block_masked_mm.
+array block_masked_mm(
+    array a,
+    array b,
+    int block_size,
+    std::optional<array> mask_out = std::nullopt,
+    std::optional<array> mask_lhs = std::nullopt,
+    std::optional<array> mask_rhs = std::nullopt,
+    StreamOrDevice s = {});
+
+/// Matrix products of gathered matrices: out[i...] = a_flat[lhs_indices[i...]] @
+/// b_flat[rhs_indices[i...]], with a_flat (A, M, K) and b_flat (B, K, N) the batch axes of
+/// a and b flattened; a missing index array means a's (b's) own batch positions.
+/// Shapes: out = broadcast(lhs_indices, rhs_indices) + (M, N). sorted_indices is a hint.
+/// Throws std::invalid_argument naming gather_mm for ranks below 2, non-integer indices,
+/// inner dimensions that differ or index shapes that do not broadcast. Source: MLX gather_mm.
+array gather_mm(
+    array a,
+    array b,
+    std::optional<array> lhs_indices = std::nullopt,
+    std::optional<array> rhs_indices = std::nullopt,
+    bool sorted_indices = false,
+    StreamOrDevice s = {});
+
+/// Products over segments of the inner axis: out[..., i, :, :] = a[..., :, s0:s1] @
+/// b[..., s0:s1, :] with (s0, s1) = segments[..., i, :] (empty or clamped ranges sum to zero).
+/// Shapes: a (..., M, K), b (..., K, N), segments (..., S, 2) integer, out (..., S, M, N).
+/// Throws std::invalid_argument naming segmented_mm for ranks below 2, inner dimensions that
+/// differ or segments not of shape (..., 2) with an integer dtype. Source: MLX segmented_mm.
+array segmented_mm(array a, array b, array segments, StreamOrDevice s = {});
+
 } // namespace nuvec
