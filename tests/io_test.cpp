@@ -22,16 +22,9 @@ using nx::testing::rng;
 
 namespace {
 
-// A fresh directory per test process, removed at exit.
+// The process's scratch directory (tests/test_utils.h), removed at exit.
 const fs::path& tmp_dir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() /
-                 ("nuvec_io_test_" + std::to_string(std::random_device{}()));
-    fs::create_directories(d);
-    std::atexit([] { std::error_code ec; fs::remove_all(tmp_dir(), ec); });
-    return d;
-  }();
-  return dir;
+  return nuvec::testing::scratch_dir();
 }
 
 std::string path(const std::string& name) {

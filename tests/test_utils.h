@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <iostream>
 #include <random>
 #include <vector>
@@ -26,6 +28,24 @@ inline std::mt19937_64& rng() {
     return std::mt19937_64(seed);
   }();
   return gen;
+}
+
+/// A fresh directory for this test process, removed at exit. The path object is never
+/// destroyed: the atexit handler, registered while it is built, would otherwise run after
+/// its destructor and read freed memory.
+inline const std::filesystem::path& scratch_dir() {
+  static const std::filesystem::path* dir = [] {
+    auto* d = new std::filesystem::path(
+        std::filesystem::temp_directory_path() /
+        ("nuvec_test_" + std::to_string(std::random_device{}())));
+    std::filesystem::create_directories(*d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch_dir(), ec);
+    });
+    return d;
+  }();
+  return *dir;
 }
 
 /// Normal(0, 1) samples of a shape, as dtype (default float64).

@@ -6,6 +6,8 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "nuvec/array.h"
 #include "nuvec/stream.h"
@@ -84,5 +86,94 @@ array load(const std::string& file, StreamOrDevice s = {});
 /// end of the real data rather than allocating its claim.
 /// Source: http://yann.lecun.com/exdb/mnist/ (file formats section).
 array load_idx(const std::string& file);
+
+} // namespace nuvec
+
+// ---------------------------------------------------------------------------------------
+// NumPy .npz archives (src/io/npz.cpp over the ZIP reader and writer in src/io/zip.cpp;
+// formats: NumPy's numpy.savez documentation and NEP 1, PKWARE's APPNOTE.TXT). MLX's C++ API
+// has no .npz functions (its Python `savez`/`load` do this, and its C++ `load` reads only
+// .npy), so these are nuvec additions and `load` does not dispatch on ".npz".
+
+namespace nuvec {
+
+/// Writes `arrays` (evaluating them) to `file` as NumPy's savez does: a ZIP archive with one
+/// member "<name>.npy" per array (in the .npy format `save` writes), stored, or deflated
+/// when `compressed` (numpy.savez_compressed). ".npz" is appended to `file` when it does not
+/// end with it. Members are sorted by name and carry a fixed timestamp, so equal inputs give
+/// equal files; NumPy's numpy.load reads them.
+/// Dtypes: every nuvec dtype (bfloat16 as "<V2", as `save` writes it).
+/// Throws std::runtime_error ("[savez] <file>: ...") when the file cannot be written or the
+/// archive would need zip64 (a member or the archive of 4 GiB or more, 65535 arrays or more).
+/// Source: numpy.savez / numpy.savez_compressed; PKWARE APPNOTE.TXT.
+void savez(
+    const std::string& file,
+    const std::unordered_map<std::string, array>& arrays,
+    bool compressed = false);
+
+/// Reads a .npz archive (from `savez` or NumPy's savez/savez_compressed): each "<name>.npy"
+/// member becomes the evaluated array `name`, as numpy.load's NpzFile keys them. Reading is
+/// eager; `s` is accepted for symmetry with `load`.
+/// Dtypes: those `load` reads.
+/// Throws std::runtime_error ("[load_npz] <file>: ...") when the file cannot be opened, is not
+/// a ZIP archive, has bad signatures, a truncated central directory, members or offsets past
+/// the end of the archive, zip64 or multi-disk structures, encrypted members, compression
+/// other than stored or deflate, corrupt deflate data, a size or CRC-32 mismatch, duplicate
+/// or non-.npy members, or a member that is not a valid .npy file (the message then names the
+/// member too). Never reads out of bounds.
+/// Source: numpy.load (NpzFile); PKWARE APPNOTE.TXT; NEP 1.
+std::unordered_map<std::string, array> load_npz(const std::string& file, StreamOrDevice s = {});
+
+} // namespace nuvec
+
+// ---------------------------------------------------------------------------------------
+// GGUF files (src/io/gguf.cpp; format: the GGUF specification, ggml's docs/gguf.md, version
+// 3; read without any GGUF library).
+
+namespace nuvec {
+
+/// One GGUF metadata value: a number or bool (a 0-d array), a numeric or bool array (a 1-d
+/// array), a string, or an array of strings. std::monostate is "no value" and is not saved.
+using GGUFMetaData = std::variant<std::monostate, array, std::string, std::vector<std::string>>;
+/// What load_gguf returns: the tensors by name, and the metadata by key.
+using GGUFLoad = std::pair<
+    std::unordered_map<std::string, array>,
+    std::unordered_map<std::string, GGUFMetaData>>;
+
+/// Reads a GGUF file (versions 2 and 3, little-endian): every tensor as an evaluated array
+/// and every metadata key-value pair. Tensor shapes are the GGUF dimensions reversed (GGUF
+/// lists the fastest-varying dimension first). Metadata numbers become 0-d arrays of the
+/// matching dtype (uint8-64, int8-64, float32, float64, bool), numeric arrays 1-d arrays,
+/// strings std::string, string arrays std::vector<std::string> (MLX turns float64 metadata
+/// into float32; nuvec keeps float64). Reading is eager; `s` is accepted for MLX's signature.
+/// Dtypes: tensors of ggml types F32, F16, BF16, F64, I8, I16, I32, I64.
+/// Throws std::runtime_error ("[load_gguf] <file>: ...") when the file cannot be opened, lacks
+/// the "GGUF" magic, has version 1, another unknown version or big-endian byte order, a
+/// count, string, array or tensor that runs past the end of the file, an unknown value
+/// type, nested arrays, a bool byte other than 0 or 1, duplicate keys or tensor names, a
+/// general.alignment that is not a power-of-two uint32, a dimension over 2^31 - 1 or a size
+/// that overflows, a tensor offset that is unaligned or outside the data section, or a
+/// quantized or unknown ggml type ("not supported yet"). Never reads out of bounds.
+/// Source: MLX load_gguf; the GGUF specification (ggml docs/gguf.md).
+GGUFLoad load_gguf(const std::string& file, StreamOrDevice s = {});
+
+/// Writes `array_map` (evaluated, row-major) and `meta_data` to `file` as a GGUF version 3
+/// file: header, metadata sorted by key, tensor infos sorted by name (dimensions reversed
+/// into GGUF's order), zero padding to the alignment, then each tensor's data at an aligned
+/// offset. The alignment is 32 unless `meta_data` sets "general.alignment" (a 0-d uint32
+/// array holding a power of two). ".gguf" is appended to `file` when it does not end with it.
+/// Metadata: std::string as STRING, std::vector<std::string> as an ARRAY of STRING, a 0-d
+/// array as the scalar type of its dtype, a 1-d array as an ARRAY of it.
+/// Dtypes: tensors float32, float16, bfloat16, float64, int8, int16, int32, int64 (ggml's F32,
+/// F16, BF16, F64, I8, I16, I32, I64); metadata arrays bool, (u)int8-64, float32, float64.
+/// Throws std::invalid_argument ("[save_gguf] ...") for a tensor of another dtype, an empty
+/// or over-long name or key, a metadata array of another dtype or of 2 or more dimensions,
+/// an empty (std::monostate) value or a bad general.alignment; std::runtime_error when the
+/// file cannot be written.
+/// Source: MLX save_gguf; the GGUF specification (ggml docs/gguf.md).
+void save_gguf(
+    std::string file,
+    std::unordered_map<std::string, array> array_map,
+    std::unordered_map<std::string, GGUFMetaData> meta_data = {});
 
 } // namespace nuvec

@@ -1,10 +1,13 @@
-// nuvec io: helpers shared by the .npy and IDX readers and writers (byte order, host arrays
-// from bytes read off disk, row-major bytes of any array layout).
+// nuvec io: helpers shared by the .npy, .npz, GGUF and IDX readers and writers (byte order,
+// whole-file reads, bounded little-endian fields, host arrays from bytes read off disk,
+// row-major bytes of any array layout, .npy members encoded and decoded in memory).
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -90,5 +93,55 @@ inline std::vector<char> row_major_bytes(array a) {
   }
   return gather_row_major(base, a.shape(), a.strides(), a.itemsize());
 }
+
+/// The whole content of `file`; errors are "[op] <file>: ...".
+inline std::vector<char> read_whole_file(const std::string& file, const char* op) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw_file_error(op, file, "cannot open the file (", std::strerror(errno), ").");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw_file_error(op, file, "cannot determine the file's size.");
+  in.seekg(0, std::ios::beg);
+  std::vector<char> bytes(static_cast<size_t>(size));
+  if (size > 0 && !in.read(bytes.data(), size)) {
+    throw_file_error(op, file, "read error.");
+  }
+  return bytes;
+}
+
+/// Writes the byte ranges `parts` to `file` (truncating it); errors are "[op] <file>: ...".
+inline void write_whole_file(
+    const std::string& file, const char* op, const std::vector<std::pair<const char*, size_t>>& parts) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) throw_file_error(op, file, "cannot open for writing (", std::strerror(errno), ").");
+  for (const auto& [p, n] : parts) out.write(p, static_cast<std::streamsize>(n));
+  out.close();
+  if (!out) throw_file_error(op, file, "write error (disk full?).");
+}
+
+/// The unsigned little-endian integer of sizeof(T) bytes at p (the caller checked bounds).
+template <typename T>
+T read_le(const char* p) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    v = static_cast<T>(v | (static_cast<T>(static_cast<unsigned char>(p[i])) << (8 * i)));
+  }
+  return v;
+}
+
+/// Appends the unsigned integer v as sizeof(T) little-endian bytes.
+template <typename T, typename Bytes>
+void append_le(Bytes& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+/// The complete .npy file (NEP 1, version 1.0 or 2.0, little-endian, C order) holding `a`.
+/// Defined in npy.cpp; `save` and `savez` write it.
+std::vector<char> npy_encode(const array& a);
+
+/// Decodes the complete .npy file `bytes[0, n)` into an evaluated array. Errors are
+/// std::runtime_error "[op] <where>: ..." (`where` names the file, or the archive and
+/// member). Defined in npy.cpp; `load` and `load_npz` read through it.
+array npy_decode(const char* bytes, size_t n, const char* op, const std::string& where);
 
 } // namespace nuvec::io_detail

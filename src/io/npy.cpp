@@ -33,7 +33,8 @@ struct NpyHeader {
 // quote, any spacing, trailing commas, Python 2's "3L"). Every error names the file.
 class HeaderParser {
  public:
-  HeaderParser(std::string_view text, const std::string& file) : t_(text), file_(file) {}
+  HeaderParser(std::string_view text, const char* op, const std::string& file)
+      : t_(text), op_(op), file_(file) {}
 
   NpyHeader parse() {
     NpyHeader h;
@@ -72,7 +73,7 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) {
-    throw_file_error("load", file_, "malformed .npy header: ", what, " (header: \"",
+    throw_file_error(op_, file_, "malformed .npy header: ", what, " (header: \"",
                      std::string(t_.substr(0, 200)), "\").");
   }
   void skip_space() {
@@ -141,12 +142,13 @@ class HeaderParser {
   }
 
   std::string_view t_;
+  const char* op_;
   const std::string& file_;
   size_t pos_ = 0;
 };
 
 // The dtype of a descr string and whether its data must be byte-swapped to host order.
-Dtype parse_descr(const std::string& descr, const std::string& file, bool& swap) {
+Dtype parse_descr(const std::string& descr, const char* op, const std::string& file, bool& swap) {
   std::string body = descr;
   char order = '|';
   if (!body.empty() && (body[0] == '<' || body[0] == '>' || body[0] == '|' || body[0] == '=')) {
@@ -169,36 +171,21 @@ Dtype parse_descr(const std::string& descr, const std::string& file, bool& swap)
       return c.dtype;
     }
   }
-  throw_file_error("load", file, "unsupported dtype '", descr, "' (nuvec reads bool, "
+  throw_file_error(op, file, "unsupported dtype '", descr, "' (nuvec reads bool, "
                    "(u)int8-64, float16/32/64, bfloat16 ('V2') and complex64; not object, "
                    "string, structured or complex128 data).");
 }
 
-std::vector<char> read_whole_file(const std::string& file, const char* op) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_file_error(op, file, "cannot open the file (", std::strerror(errno), ").");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw_file_error(op, file, "cannot determine the file's size.");
-  in.seekg(0, std::ios::beg);
-  std::vector<char> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(bytes.data(), size)) {
-    throw_file_error(op, file, "read error.");
-  }
-  return bytes;
-}
-
 } // namespace
 
-void save(const std::string& file_in, array a) {
-  std::string file = file_in;
-  if (file.size() < 4 || file.compare(file.size() - 4, 4, ".npy") != 0) file += ".npy";
+namespace io_detail {
 
-  std::vector<char> data = io_detail::row_major_bytes(a);
+std::vector<char> npy_encode(const array& a) {
+  std::vector<char> data = row_major_bytes(a);
   std::string descr = dtype_to_array_protocol(a.dtype());
-  if (!io_detail::host_is_little_endian()) {
+  if (!host_is_little_endian()) {
     const size_t width = a.dtype() == complex64 ? 4 : a.itemsize();
-    io_detail::byteswap_elements(data.data(), data.size() / width, width);
+    byteswap_elements(data.data(), data.size() / width, width);
   }
 
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
@@ -217,75 +204,72 @@ void save(const std::string& file_in, array a) {
   dict.append(total - prefix - dict.size() - 1, ' ');
   dict += '\n';
 
-  std::string pre(kMagic, kMagicLen);
-  pre += static_cast<char>(v2 ? 2 : 1);
-  pre += static_cast<char>(0);
+  std::vector<char> out(kMagic, kMagic + kMagicLen);
+  out.reserve(total + data.size());
+  out.push_back(static_cast<char>(v2 ? 2 : 1));
+  out.push_back(0);
   const uint32_t hlen = static_cast<uint32_t>(dict.size());
-  for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) pre += static_cast<char>((hlen >> (8 * i)) & 0xFF);
-
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw_file_error("save", file, "cannot open for writing (", std::strerror(errno), ").");
-  out.write(pre.data(), static_cast<std::streamsize>(pre.size()));
-  out.write(dict.data(), static_cast<std::streamsize>(dict.size()));
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  out.close();
-  if (!out) throw_file_error("save", file, "write error (disk full?).");
+  if (v2) {
+    append_le<uint32_t>(out, hlen);
+  } else {
+    append_le<uint16_t>(out, static_cast<uint16_t>(hlen));
+  }
+  out.insert(out.end(), dict.begin(), dict.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
 }
 
-array load(const std::string& file, StreamOrDevice /*s*/) {
-  const std::vector<char> bytes = read_whole_file(file, "load");
-  if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0) {
-    if (bytes.size() >= kMagicLen && std::memcmp(bytes.data(), kMagic, kMagicLen) == 0) {
-      throw_file_error("load", file, "truncated .npy preamble (", bytes.size(), " bytes).");
+array npy_decode(const char* raw, size_t size, const char* op, const std::string& file) {
+  if (size < kMagicLen + 4 || std::memcmp(raw, kMagic, kMagicLen) != 0) {
+    if (size >= kMagicLen && std::memcmp(raw, kMagic, kMagicLen) == 0) {
+      throw_file_error(op, file, "truncated .npy preamble (", size, " bytes).");
     }
-    throw_file_error("load", file, "not a .npy file (no \\x93NUMPY magic string; ",
-                     bytes.size(), " bytes).");
+    throw_file_error(op, file, "not a .npy file (no \\x93NUMPY magic string; ", size, " bytes).");
   }
-  const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
+  const auto* u = reinterpret_cast<const unsigned char*>(raw);
   const int major = u[kMagicLen];
   if (major < 1 || major > 3) {
-    throw_file_error("load", file, "unsupported .npy version ", major, ".", int(u[kMagicLen + 1]),
+    throw_file_error(op, file, "unsupported .npy version ", major, ".", int(u[kMagicLen + 1]),
                      " (1.0 to 3.0 are read).");
   }
   size_t pos = kMagicLen + 2;
   size_t hlen = 0;
   if (major == 1) {
-    hlen = size_t(u[pos]) | (size_t(u[pos + 1]) << 8);
+    hlen = read_le<uint16_t>(raw + pos);
     pos += 2;
   } else {
-    if (bytes.size() < pos + 4) throw_file_error("load", file, "truncated .npy preamble.");
-    hlen = size_t(u[pos]) | (size_t(u[pos + 1]) << 8) | (size_t(u[pos + 2]) << 16) |
-           (size_t(u[pos + 3]) << 24);
+    if (size < pos + 4) throw_file_error(op, file, "truncated .npy preamble.");
+    hlen = read_le<uint32_t>(raw + pos);
     pos += 4;
   }
-  if (hlen > bytes.size() - pos) {
-    throw_file_error("load", file, "truncated header: it claims ", hlen, " bytes but the file has ",
-                     bytes.size() - pos, " after the preamble.");
+  if (hlen > size - pos) {
+    throw_file_error(op, file, "truncated header: it claims ", hlen, " bytes but the file has ",
+                     size - pos, " after the preamble.");
   }
-  NpyHeader h = HeaderParser(std::string_view(bytes.data() + pos, hlen), file).parse();
+  NpyHeader h = HeaderParser(std::string_view(raw + pos, hlen), op, file).parse();
   pos += hlen;
 
   bool swap = false;
-  const Dtype dtype = parse_descr(h.descr, file, swap);
+  const Dtype dtype = parse_descr(h.descr, op, file, swap);
   size_t count = 1;
   for (auto d : h.shape) {
     if (d != 0 && count > std::numeric_limits<size_t>::max() / 16 / static_cast<size_t>(d)) {
-      throw_file_error("load", file, "the shape ", h.shape, " is too large.");
+      throw_file_error(op, file, "the shape ", h.shape, " is too large.");
     }
     count *= static_cast<size_t>(d);
   }
   const size_t nbytes = count * size_of(dtype);
-  const size_t have = bytes.size() - pos;
+  const size_t have = size - pos;
   if (have != nbytes) {
-    throw_file_error("load", file, have < nbytes ? "truncated data" : "unexpected trailing data",
+    throw_file_error(op, file, have < nbytes ? "truncated data" : "unexpected trailing data",
                      ": shape ", h.shape, " of ", dtype, " needs ", nbytes, " bytes; the file has ",
                      have, ".");
   }
 
-  std::vector<char> data(bytes.begin() + static_cast<std::ptrdiff_t>(pos), bytes.end());
+  std::vector<char> data(raw + pos, raw + size);
   if (swap) {
     const size_t width = dtype == complex64 ? 4 : size_of(dtype);
-    io_detail::byteswap_elements(data.data(), nbytes / width, width);
+    byteswap_elements(data.data(), nbytes / width, width);
   }
   if (dtype == bool_) {
     // Any byte other than 0/1 in a bool is undefined behaviour once read as bool.
@@ -299,9 +283,23 @@ array load(const std::string& file, StreamOrDevice /*s*/) {
       strides[i] = st;
       st *= h.shape[i];
     }
-    data = io_detail::gather_row_major(data.data(), h.shape, strides, size_of(dtype));
+    data = gather_row_major(data.data(), h.shape, strides, size_of(dtype));
   }
-  return io_detail::array_from_bytes(data.data(), h.shape, dtype);
+  return array_from_bytes(data.data(), h.shape, dtype);
+}
+
+} // namespace io_detail
+
+void save(const std::string& file_in, array a) {
+  std::string file = file_in;
+  if (file.size() < 4 || file.compare(file.size() - 4, 4, ".npy") != 0) file += ".npy";
+  const std::vector<char> bytes = io_detail::npy_encode(a);
+  io_detail::write_whole_file(file, "save", {{bytes.data(), bytes.size()}});
+}
+
+array load(const std::string& file, StreamOrDevice /*s*/) {
+  const std::vector<char> bytes = io_detail::read_whole_file(file, "load");
+  return io_detail::npy_decode(bytes.data(), bytes.size(), "load", file);
 }
 
 } // namespace nuvec
