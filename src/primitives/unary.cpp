@@ -124,7 +124,9 @@ std::vector<array> Unary::vjp(
     if (op_ == UnaryOp::Abs) return {multiply(astype(g, complex64), complex_sign(x, outputs[0]))};
     if (op_ == UnaryOp::Real) return {astype(g, complex64)};
     if (op_ == UnaryOp::Imag) {
-      return {multiply(array(complex64_t(0.0f, -1.0f), complex64), astype(g, complex64))};
+      // d Im(z) = dy: the conjugate convention's gradient is dL/dx + i dL/dy = i g. (MLX
+      // returns -i g, which disagrees with its own Abs and Multiply rules.)
+      return {multiply(array(complex64_t(0.0f, 1.0f), complex64), astype(g, complex64))};
     }
   }
   return {unary_partial(op_, conjugate(x), conjugate(outputs[0]), g)};
