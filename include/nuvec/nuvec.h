@@ -6,6 +6,7 @@
 #include "nuvec/device.h"
 #include "nuvec/dtype.h"
 #include "nuvec/event.h"
+#include "nuvec/fft.h"
 #include "nuvec/io.h"
 #include "nuvec/memory.h"
 #include "nuvec/ops.h"

@@ -1,0 +1,176 @@
+// nuvec: structured products composed from public ops (so derivatives and batching come from
+// their rules): hadamard_transform (butterfly steps), block_masked_mm (masks expanded to
+// elements), gather_mm (take_along_axis on flattened batches), segmented_mm (masked inner
+// axis). Semantics and signatures are MLX's.
+#include <cmath>
+
+#include "ops/ops_common.h"
+
+namespace nuvec {
+
+namespace {
+
+void check_matrices(const char* op, const array& a, const array& b) {
+  if (a.ndim() < 2 || b.ndim() < 2) {
+    throw_invalid_argument(op, "operands must have at least 2 dimensions; got shapes ", a.shape(), " and ", b.shape(), ".");
+  }
+  if (a.shape(-1) != b.shape(-2)) {
+    throw_invalid_argument(
+        op, "inner dimensions must match; got shapes ", a.shape(), " and ", b.shape(), ".");
+  }
+}
+
+void check_integer(const char* op, const char* what, const array& x) {
+  if (!issubdtype(x.dtype(), integer)) {
+    throw_invalid_argument(op, what, " must have an integer dtype; got ", x.dtype(), ".");
+  }
+}
+
+} // namespace
+
+array hadamard_transform(const array& a, std::optional<float> scale, StreamOrDevice s) {
+  const char* op = "hadamard_transform";
+  if (a.ndim() == 0) throw_invalid_argument(op, "input must have at least 1 dimension; got shape ().");
+  int n = a.shape(-1);
+  if (n < 1 || (n & (n - 1)) != 0) {
+    throw_invalid_argument(op, "the last axis must have a power-of-two length; got ", n, ".");
+  }
+  Dtype dtype = float_result_type(a.dtype());
+  if (dtype == complex64) throw_invalid_argument(op, "input must be real; got complex64.");
+  array x = astype(a, dtype, s);
+  Shape shape = x.shape();
+  int rows = n == 0 ? 0 : static_cast<int>(x.size() / n);
+  // Step h combines elements h apart inside blocks of 2h: (u, v) -> (u + v, u - v).
+  for (int h = 1; h < n; h *= 2) {
+    array y = reshape(x, {rows, n / (2 * h), 2, h}, s);
+    array u = slice(y, {0, 0, 0, 0}, {rows, n / (2 * h), 1, h}, s);
+    array v = slice(y, {0, 0, 1, 0}, {rows, n / (2 * h), 2, h}, s);
+    x = concatenate({add(u, v, s), subtract(u, v, s)}, 2, s);
+  }
+  x = reshape(x, shape, s);
+  // The default scale in double, so float64 inputs keep their precision.
+  double sc = scale ? static_cast<double>(*scale) : 1.0 / std::sqrt(static_cast<double>(n));
+  return multiply(x, astype(array(sc, float64), dtype, s), s);
+}
+
+namespace {
+
+// A block mask (..., r, c) expanded to elements (..., rows, cols): each entry covers a
+// block_size x block_size tile; the last tiles are cropped.
+array expand_mask(const char* op, const char* what, const array& mask, int block, int rows, int cols, StreamOrDevice s) {
+  int r = (rows + block - 1) / block, c = (cols + block - 1) / block;
+  if (mask.ndim() < 2 || mask.shape(-2) != r || mask.shape(-1) != c) {
+    throw_invalid_argument(
+        op, what, " must have shape (..., ", r, ", ", c, "); got ", mask.shape(), ".");
+  }
+  array m = repeat(repeat(mask, block, -2, s), block, -1, s);
+  Shape start(m.ndim(), 0), stop = m.shape();
+  stop[m.ndim() - 2] = rows;
+  stop[m.ndim() - 1] = cols;
+  return slice(m, start, stop, s);
+}
+
+// x with a mask applied: bool masks select (so masked infinities vanish), others scale.
+array apply_mask(const array& x, const array& m, StreamOrDevice s) {
+  if (m.dtype() == bool_) return where(m, x, zeros_like(x, s), s);
+  return multiply(x, m, s);
+}
+
+} // namespace
+
+array block_masked_mm(
+    array a,
+    array b,
+    int block_size,
+    std::optional<array> mask_out,
+    std::optional<array> mask_lhs,
+    std::optional<array> mask_rhs,
+    StreamOrDevice s) {
+  const char* op = "block_masked_mm";
+  if (block_size <= 0) throw_invalid_argument(op, "block_size must be positive; got ", block_size, ".");
+  check_matrices(op, a, b);
+  int m = a.shape(-2), k = a.shape(-1), n = b.shape(-1);
+  if (mask_lhs) a = apply_mask(a, expand_mask(op, "mask_lhs", *mask_lhs, block_size, m, k, s), s);
+  if (mask_rhs) b = apply_mask(b, expand_mask(op, "mask_rhs", *mask_rhs, block_size, k, n, s), s);
+  array out = matmul(a, b, s);
+  if (mask_out) out = apply_mask(out, expand_mask(op, "mask_out", *mask_out, block_size, m, n, s), s);
+  return out;
+}
+
+namespace {
+
+// x's matrices stacked along one batch axis: (B, rows, cols), B the product of x's batch axes.
+array flat_batches(const array& x, StreamOrDevice s) {
+  int batch = static_cast<int>(x.size() / (static_cast<size_t>(x.shape(-2)) * x.shape(-1)));
+  if (x.shape(-2) == 0 || x.shape(-1) == 0) {
+    batch = 1;
+    for (size_t i = 0; i + 2 < x.ndim(); ++i) batch *= x.shape(static_cast<int>(i));
+  }
+  return reshape(x, {batch, x.shape(-2), x.shape(-1)}, s);
+}
+
+// The default indices: each matrix of x by its own position, shaped like x's batch axes.
+array own_positions(const array& x, StreamOrDevice s) {
+  Shape batch(x.shape().begin(), x.shape().end() - 2);
+  int count = 1;
+  for (int d : batch) count *= d;
+  return reshape(arange(count, s), batch, s);
+}
+
+} // namespace
+
+array gather_mm(
+    array a,
+    array b,
+    std::optional<array> lhs_indices,
+    std::optional<array> rhs_indices,
+    bool sorted_indices,
+    StreamOrDevice s) {
+  const char* op = "gather_mm";
+  check_matrices(op, a, b);
+  array li = lhs_indices ? *lhs_indices : own_positions(a, s);
+  array ri = rhs_indices ? *rhs_indices : own_positions(b, s);
+  check_integer(op, "lhs_indices", li);
+  check_integer(op, "rhs_indices", ri);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(li.shape(), ri.shape());
+  } catch (const std::invalid_argument&) {
+    throw_invalid_argument(op, "lhs_indices and rhs_indices must broadcast; got shapes ", li.shape(), " and ", ri.shape(), ".");
+  }
+  int count = 1;
+  for (int d : batch) count *= d;
+  auto gather = [&](const array& x, const array& idx) {
+    array flat = reshape(broadcast_to(idx, batch, s), {count, 1, 1}, s);
+    return take_along_axis(flat_batches(x, s), flat, 0, s);
+  };
+  array out = matmul(gather(a, li), gather(b, ri), s);
+  Shape shape = batch;
+  shape.push_back(a.shape(-2));
+  shape.push_back(b.shape(-1));
+  return reshape(out, shape, s);
+}
+
+array segmented_mm(array a, array b, array segments, StreamOrDevice s) {
+  const char* op = "segmented_mm";
+  check_matrices(op, a, b);
+  check_integer(op, "segments", segments);
+  if (segments.ndim() < 2 || segments.shape(-1) != 2) {
+    throw_invalid_argument(op, "segments must have shape (..., S, 2); got ", segments.shape(), ".");
+  }
+  int k = a.shape(-1);
+  Shape start(segments.ndim(), 0), stop = segments.shape();
+  stop.back() = 1;
+  array lo = slice(segments, start, stop, s); // (..., S, 1)
+  start.back() = 1;
+  stop.back() = 2;
+  array hi = slice(segments, start, stop, s);
+  array pos = arange(k, s); // (K,)
+  array inside = logical_and(greater_equal(pos, lo, s), less(pos, hi, s), s); // (..., S, K)
+  array mask = expand_dims(inside, -2, s); // (..., S, 1, K)
+  array ae = expand_dims(a, -3, s); // (..., 1, M, K)
+  array masked = where(mask, ae, zeros_like(ae, s), s); // (..., S, M, K)
+  return matmul(masked, expand_dims(b, -3, s), s);
+}
+
+} // namespace nuvec
