@@ -769,23 +769,24 @@ TEST(Transforms, SecondDerivatives) {
 // through imag() and multiply must agree with the real partial derivatives.
 TEST(ComplexGradients, ImagAndRealAgreeWithPartials) {
   using namespace nuvec;
-  auto z = astype(testing::randn({5}), complex64) +
-      multiply(array(complex64_t(0.0f, 1.0f)), astype(testing::randn({5}), complex64));
-  auto w = astype(testing::randn({5}), complex64) +
-      multiply(array(complex64_t(0.0f, 1.0f)), astype(testing::randn({5}), complex64));
+  auto z = astype(nuvec::testing::randn({5}), complex64) +
+      multiply(array(complex64_t(0.0f, 1.0f)), astype(nuvec::testing::randn({5}), complex64));
+  auto w = astype(nuvec::testing::randn({5}), complex64) +
+      multiply(array(complex64_t(0.0f, 1.0f)), astype(nuvec::testing::randn({5}), complex64));
   eval(z, w);
   // L = sum(Im(z w) + 2 Re(z w)); with z = x + iy, w = u + iv:
   // dL/dx = v + 2u, dL/dy = u - 2v.
-  auto g = grad([&](const array& a) {
+  std::function<array(const array&)> loss = [&](const array& a) {
     auto p = multiply(a, w);
     return sum(add(imag(p), multiply(array(2.0f), real(p))));
-  })(z);
-  auto wr = testing::to_vector(real(w)), wi = testing::to_vector(imag(w));
+  };
+  auto g = grad(loss)(z);
+  auto wr = nuvec::testing::to_vector(real(w)), wi = nuvec::testing::to_vector(imag(w));
   std::vector<double> ex(5), ey(5);
   for (int i = 0; i < 5; ++i) {
     ex[i] = wi[i] + 2 * wr[i];
     ey[i] = wr[i] - 2 * wi[i];
   }
-  testing::expect_close(real(g), {5}, ex, 1e-5, 1e-5);
-  testing::expect_close(imag(g), {5}, ey, 1e-5, 1e-5);
+  nuvec::testing::expect_close(real(g), {5}, ex, 1e-5, 1e-5);
+  nuvec::testing::expect_close(imag(g), {5}, ey, 1e-5, 1e-5);
 }
