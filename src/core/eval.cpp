@@ -191,7 +191,13 @@ array eval_impl(std::vector<array> outputs, bool async) {
       for (auto& [_, ev] : events) {
         if (ev.stream().device == Device::gpu) gpu::finalize(ev.stream());
       }
-      scheduler::wait_for_one();
+      if (scheduler::n_active_tasks() > kMaxActiveTasks) {
+        // Let the workers drain half the queue before scheduling more: waiting for a single
+        // task here made the scheduler and a worker wake each other once per node.
+        scheduler::wait_until_at_most(kMaxActiveTasks / 2);
+      } else {
+        scheduler::wait_for_one();
+      }
       while (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0) {
         scheduler::wait_for_one();
       }

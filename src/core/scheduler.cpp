@@ -91,6 +91,9 @@ Registry& registry() {
 
 std::atomic<int> active_tasks{0};
 std::atomic<int> waiters{0};
+// Completions notify only once the count reaches the highest level some waiter waits for,
+// so a waiting scheduler is woken once per batch instead of once per finished task.
+std::atomic<int> wake_at{-1};
 std::mutex active_mtx;
 std::condition_variable active_cv;
 
@@ -119,8 +122,9 @@ void notify_new_task(const Stream&) {
 }
 
 void notify_task_completion(const Stream&) {
-  active_tasks.fetch_sub(1, std::memory_order_acq_rel);
-  if (waiters.load(std::memory_order_acquire) > 0) {
+  int left = active_tasks.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if (waiters.load(std::memory_order_acquire) > 0 &&
+      left <= wake_at.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lk(active_mtx);
     active_cv.notify_all();
   }
@@ -130,15 +134,20 @@ int n_active_tasks() {
   return active_tasks.load(std::memory_order_acquire);
 }
 
+void wait_until_at_most(int target) {
+  if (n_active_tasks() <= target) return;
+  std::unique_lock<std::mutex> lk(active_mtx);
+  waiters.fetch_add(1);
+  int seen = wake_at.load();
+  while (seen < target && !wake_at.compare_exchange_weak(seen, target)) {
+  }
+  active_cv.wait(lk, [target] { return n_active_tasks() <= target; });
+  if (waiters.fetch_sub(1) == 1) wake_at.store(-1);
+}
+
 void wait_for_one() {
   int current = n_active_tasks();
-  if (current == 0) return;
-  waiters.fetch_add(1);
-  {
-    std::unique_lock<std::mutex> lk(active_mtx);
-    active_cv.wait(lk, [current] { return n_active_tasks() < current; });
-  }
-  waiters.fetch_sub(1);
+  if (current > 0) wait_until_at_most(current - 1);
 }
 
 bool on_worker_thread() {

@@ -22,6 +22,9 @@ int n_active_tasks();
 /// Blocks until at least one task in flight completes (returns at once when none are).
 void wait_for_one();
 
+/// Blocks until at most `target` tasks are in flight.
+void wait_until_at_most(int target);
+
 /// Whether the calling thread is a stream worker (kernels must not block on events there).
 bool on_worker_thread();
 
