@@ -246,11 +246,13 @@ void array::eval() {
 }
 
 void array::ensure_evaluated() {
+  // Kernels run on stream workers: their inputs are ready (stream order, or an event wait
+  // enqueued before the node) and their outputs are being written, possibly before the
+  // scheduler has even marked them evaluated. Evaluating or waiting there would deadlock.
+  if (scheduler::on_worker_thread()) return;
   if (status() == Status::unscheduled) {
     eval();
-  } else if (status() == Status::evaluated && !scheduler::on_worker_thread()) {
-    // On a stream worker the producer has already run (stream order or an event wait
-    // enqueued before this node), and waiting on the eval's event there would deadlock.
+  } else if (status() == Status::evaluated) {
     wait();
   }
 }
