@@ -277,6 +277,10 @@ class array {
 
  private:
   void ensure_evaluated();
+  // Drops the node (primitive, inputs, sibling links) from a and all its siblings; returns
+  // the handles it held, for the caller to release without recursion.
+  static std::vector<array> unlink_node(array& a);
+  static void release_iteratively(std::vector<array> handles);
   template <typename T>
   void init_list(const T* data, size_t n, Dtype from_dtype);
   template <typename It>

@@ -74,23 +74,17 @@ array::ArrayDesc::~ArrayDesc() {
     auto& desc = a.array_desc_;
     if (!desc) continue;
     // Sibling descriptors reference each other; break the cycle when only the siblings
-    // (and `a`) hold them.
+    // (and `a`) hold them, queueing everything the node held instead of recursing.
     size_t n = desc->siblings.size() + 1;
     bool last = desc.use_count() == 1;
     if (!last && n > 1 && desc.use_count() == static_cast<long>(n)) {
-      last = true;
+      bool only_siblings = true;
       for (auto& s : desc->siblings) {
-        last &= s.array_desc_.use_count() == static_cast<long>(n - 1);
+        only_siblings &= s.array_desc_.use_count() == static_cast<long>(n - 1);
       }
-      if (last) {
-        for (auto& s : desc->siblings) {
-          for (auto& in : s.array_desc_->inputs) pending.push_back(std::move(in));
-          s.array_desc_->inputs.clear();
-          s.array_desc_->primitive = nullptr;
-        }
-        auto siblings = std::move(desc->siblings);
-        desc->siblings.clear();
-        for (auto& s : siblings) s.array_desc_->siblings.clear();
+      if (only_siblings) {
+        for (auto& x : unlink_node(a)) pending.push_back(std::move(x));
+        continue;
       }
     }
     if (last) {
@@ -196,21 +190,7 @@ array::~array() {
   for (auto& s : sibs) {
     if (s.array_desc_.use_count() != n - 1) return;
   }
-  // Move the inputs out first so they are freed through the iterative path.
-  std::vector<array> inputs = std::move(array_desc_->inputs);
-  array_desc_->inputs.clear();
-  auto siblings = std::move(sibs);
-  sibs.clear();
-  for (auto& s : siblings) {
-    s.array_desc_->siblings.clear();
-    s.array_desc_->inputs.clear();
-  }
-  siblings.clear();
-  if (!inputs.empty()) {
-    // Hand the inputs to a temporary descriptor whose destructor frees them iteratively.
-    ArrayDesc holder(Shape{}, bool_);
-    holder.inputs = std::move(inputs);
-  }
+  release_iteratively(unlink_node(*this));
 }
 
 int array::shape(int dim) const {
@@ -275,22 +255,37 @@ std::vector<array> array::outputs() const {
 }
 
 void array::detach() {
-  for (auto& s : array_desc_->siblings) {
-    s.array_desc_->primitive = nullptr;
-    s.array_desc_->inputs.clear();
-    s.array_desc_->siblings.clear();
-    s.array_desc_->position = 0;
-  }
-  array_desc_->primitive = nullptr;
-  // Freed through a holder so long input chains are released iteratively.
-  std::vector<array> inputs = std::move(array_desc_->inputs);
-  array_desc_->inputs.clear();
-  array_desc_->siblings.clear();
-  array_desc_->position = 0;
-  if (!inputs.empty()) {
+  release_iteratively(unlink_node(*this));
+}
+
+void array::release_iteratively(std::vector<array> handles) {
+  if (!handles.empty()) {
+    // A holder's destructor frees long input chains with its loop, not by recursion.
     ArrayDesc holder(Shape{}, bool_);
-    holder.inputs = std::move(inputs);
+    holder.inputs = std::move(handles);
   }
+}
+
+std::vector<array> array::unlink_node(array& a) {
+  // Every list is emptied before any handle in it is released: releasing a handle can
+  // re-enter ~array for another output of the node, which must find empty lists rather
+  // than vectors being cleared around it.
+  std::vector<array> siblings = std::move(a.array_desc_->siblings);
+  a.array_desc_->siblings.clear();
+  std::vector<array> released; // sibling lists and inputs of every output, released last
+  released.reserve(siblings.size() * (siblings.size() + 1));
+  auto unlink = [&](ArrayDesc& d) {
+    for (auto& x : d.siblings) released.push_back(std::move(x));
+    d.siblings.clear();
+    for (auto& x : d.inputs) released.push_back(std::move(x));
+    d.inputs.clear();
+    d.primitive = nullptr;
+    d.position = 0;
+  };
+  unlink(*a.array_desc_);
+  for (auto& s : siblings) unlink(*s.array_desc_);
+  for (auto& s : siblings) released.push_back(std::move(s));
+  return released;
 }
 
 void array::wait() {
