@@ -26,6 +26,38 @@ array adjoint(const array& a) {
   return a.dtype() == complex64 ? conjugate(t) : t;
 }
 
+// Whether x is recorded as a swap of its last two axes (Linear's `x @ W^T`).
+bool is_swap_last(const array& x) {
+  if (!x.has_primitive() || typeid(x.primitive()) != typeid(Transpose)) return false;
+  const auto& axes = static_cast<const Transpose&>(x.primitive()).axes();
+  int n = static_cast<int>(axes.size());
+  for (int i = 0; i < n - 2; ++i) {
+    if (axes[i] != i) return false;
+  }
+  return n >= 2 && axes[n - 2] == n - 1 && axes[n - 1] == n - 2;
+}
+
+// The cotangents of a @ b: g @ b^H and a^H @ g. When an operand is a transposed view, its
+// cotangent is computed as the transpose of the mirrored product, so that once the
+// Transpose rule flips it back it has the untransposed array's row-major layout: a weight
+// and its gradient then share a layout, and element-wise updates (optimizers) stay on their
+// contiguous fast path instead of a strided one.
+array product_cotangent(const std::vector<array>& primals, const array& g, int arg) {
+  const array &a = primals[0], &b = primals[1];
+  if (arg == 0) {
+    if (is_swap_last(a)) {
+      array bc = b.dtype() == complex64 ? conjugate(b) : b;
+      return swap_last(matmul(bc, swap_last(g)));
+    }
+    return matmul(g, adjoint(b));
+  }
+  if (is_swap_last(b)) {
+    array ac = a.dtype() == complex64 ? conjugate(a) : a;
+    return swap_last(matmul(swap_last(g), ac));
+  }
+  return matmul(adjoint(a), g);
+}
+
 // x * s with s a real scalar in x's dtype (a float32 scalar would promote half types).
 array scale(const array& x, float s) {
   if (s == 1.0f) return x;
@@ -77,9 +109,9 @@ std::vector<array> Matmul::vjp(
   std::vector<array> grads;
   for (int arg : argnums) {
     if (arg == 0) {
-      grads.push_back(matmul(g, adjoint(primals[1])));
+      grads.push_back(product_cotangent(primals, g, 0));
     } else {
-      grads.push_back(matmul(adjoint(primals[0]), g));
+      grads.push_back(product_cotangent(primals, g, 1));
     }
   }
   return grads;
@@ -127,8 +159,8 @@ std::vector<array> AddMM::vjp(
   std::vector<array> grads;
   for (int arg : argnums) {
     switch (arg) {
-      case 0: grads.push_back(scale(matmul(g, adjoint(primals[1])), alpha_)); break;
-      case 1: grads.push_back(scale(matmul(adjoint(primals[0]), g), alpha_)); break;
+      case 0: grads.push_back(scale(product_cotangent(primals, g, 0), alpha_)); break;
+      case 1: grads.push_back(scale(product_cotangent(primals, g, 1), alpha_)); break;
       default: grads.push_back(scale(g, beta_)); break;
     }
   }

@@ -270,6 +270,7 @@ class Reshape : public Primitive {
 class Transpose : public Primitive {
  public:
   Transpose(Stream stream, std::vector<int> axes) : Primitive(stream), axes_(std::move(axes)) {}
+  const std::vector<int>& axes() const { return axes_; }
   NUVEC_PRIMITIVE_RULES()
 
  private:
