@@ -8,6 +8,7 @@
 #include "nuvec/event.h"
 #include "nuvec/fft.h"
 #include "nuvec/io.h"
+#include "nuvec/linalg.h"
 #include "nuvec/memory.h"
 #include "nuvec/ops.h"
 #include "nuvec/primitives.h"
