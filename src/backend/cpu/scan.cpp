@@ -1,0 +1,147 @@
+// nuvec: CPU kernel of the Scan family. The input (already of the output dtype) is read
+// row-contiguous (strided inputs are copied first); a scan along the last axis walks each
+// row, any other axis walks rows of the trailing block so the inner loop stays contiguous.
+// float16/bfloat16 accumulate in float32; max/min propagate NaN (NumPy's accumulate).
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "backend/common/dispatch.h"
+#include "backend/cpu/copy.h"
+#include "primitives/scan.h"
+
+namespace nuvec {
+
+namespace {
+
+template <ScanOp op, typename A>
+A identity() {
+  if constexpr (op == ScanOp::Sum) {
+    return A(0);
+  } else if constexpr (op == ScanOp::Prod) {
+    return A(1);
+  } else if constexpr (std::is_same_v<A, bool>) {
+    return op != ScanOp::Max; // max is "or" (starts false), min is "and" (starts true)
+  } else if constexpr (op == ScanOp::Max || op == ScanOp::LogAddExp) {
+    if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
+    return std::numeric_limits<A>::lowest();
+  } else {
+    if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
+    return std::numeric_limits<A>::max();
+  }
+}
+
+template <ScanOp op, typename A>
+inline A combine(A acc, A x) {
+  if constexpr (op == ScanOp::Sum) {
+    if constexpr (std::is_same_v<A, bool>) {
+      return acc || x;
+    } else {
+      return acc + x;
+    }
+  } else if constexpr (op == ScanOp::Prod) {
+    if constexpr (std::is_same_v<A, bool>) {
+      return acc && x;
+    } else {
+      return acc * x;
+    }
+  } else if constexpr (op == ScanOp::Max) {
+    return (x > acc || x != x) ? x : acc; // a NaN accumulator stays (x > NaN is false)
+  } else if constexpr (op == ScanOp::Min) {
+    return (x < acc || x != x) ? x : acc;
+  } else {
+    if constexpr (std::is_floating_point_v<A>) {
+      if (acc != acc || x != x) return std::numeric_limits<A>::quiet_NaN();
+      A hi = acc > x ? acc : x, lo = acc > x ? x : acc;
+      if (lo == -std::numeric_limits<A>::infinity() || hi == std::numeric_limits<A>::infinity()) {
+        return hi;
+      }
+      return hi + std::log1p(std::exp(lo - hi));
+    } else {
+      return acc; // unreachable: the op casts to a float dtype first
+    }
+  }
+}
+
+// Scans `outer` blocks of n x inner elements along the middle dimension (inner == 1 is the
+// last-axis fast path, with the accumulator in a register).
+template <ScanOp op, typename T>
+void scan_blocks(const T* in, T* out, int64_t outer, int64_t n, int64_t inner, bool reverse, bool inclusive) {
+  using A = acc_t<T>;
+  const A init = identity<op, A>();
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* src = in + o * n;
+      T* dst = out + o * n;
+      A acc = init;
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t i = reverse ? n - 1 - k : k;
+        A x = cast_to<A>(src[i]);
+        if (inclusive) {
+          acc = combine<op>(acc, x);
+          dst[i] = cast_to<T>(acc);
+        } else {
+          dst[i] = cast_to<T>(acc);
+          acc = combine<op>(acc, x);
+        }
+      }
+    }
+    return;
+  }
+  std::unique_ptr<A[]> acc(new A[inner]); // not std::vector: bool has proxy elements
+  for (int64_t o = 0; o < outer; ++o) {
+    std::fill(acc.get(), acc.get() + inner, init);
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t i = reverse ? n - 1 - k : k;
+      const T* src = in + (o * n + i) * inner;
+      T* dst = out + (o * n + i) * inner;
+      if (inclusive) {
+        for (int64_t j = 0; j < inner; ++j) {
+          acc[j] = combine<op>(acc[j], cast_to<A>(src[j]));
+          dst[j] = cast_to<T>(acc[j]);
+        }
+      } else {
+        for (int64_t j = 0; j < inner; ++j) {
+          dst[j] = cast_to<T>(acc[j]);
+          acc[j] = combine<op>(acc[j], cast_to<A>(src[j]));
+        }
+      }
+    }
+  }
+}
+
+template <ScanOp op>
+void scan_dispatch(const array& in, array& out, int64_t outer, int64_t n, int64_t inner, bool reverse, bool inclusive) {
+  dispatch_all_types(in.dtype(), [&]<typename T>() {
+    if constexpr (is_complex_v<T> && op != ScanOp::Sum && op != ScanOp::Prod) {
+      throw std::invalid_argument("[scan] complex inputs support only cumsum and cumprod.");
+    } else {
+      scan_blocks<op, T>(
+          static_cast<const T*>(in.raw_data()), static_cast<T*>(out.raw_data()), outer, n, inner, reverse, inclusive);
+    }
+  });
+}
+
+} // namespace
+
+void Scan::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  array in = inputs[0].flags().row_contiguous ? inputs[0] : cpu::contiguous_copy(inputs[0]);
+  int64_t outer = 1, inner = 1, n = in.shape(axis_);
+  for (int d = 0; d < axis_; ++d) outer *= in.shape(d);
+  for (int d = axis_ + 1; d < static_cast<int>(in.ndim()); ++d) inner *= in.shape(d);
+  switch (op_) {
+    case ScanOp::Sum: scan_dispatch<ScanOp::Sum>(in, out, outer, n, inner, reverse_, inclusive_); break;
+    case ScanOp::Prod: scan_dispatch<ScanOp::Prod>(in, out, outer, n, inner, reverse_, inclusive_); break;
+    case ScanOp::Max: scan_dispatch<ScanOp::Max>(in, out, outer, n, inner, reverse_, inclusive_); break;
+    case ScanOp::Min: scan_dispatch<ScanOp::Min>(in, out, outer, n, inner, reverse_, inclusive_); break;
+    case ScanOp::LogAddExp:
+      scan_dispatch<ScanOp::LogAddExp>(in, out, outer, n, inner, reverse_, inclusive_);
+      break;
+  }
+}
+
+} // namespace nuvec
