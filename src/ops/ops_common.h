@@ -31,6 +31,19 @@ inline std::vector<int> all_axes(int ndim) {
   return axes;
 }
 
+/// The dtype sums and products (and their scans) accumulate and return in: small integers
+/// widen to 32 bits (bool and signed to int32, unsigned to uint32), as MLX and NumPy.
+inline Dtype sum_dtype(Dtype t) {
+  switch (t.val) {
+    case Dtype::Val::bool_:
+    case Dtype::Val::int8:
+    case Dtype::Val::int16: return int32;
+    case Dtype::Val::uint8:
+    case Dtype::Val::uint16: return uint32;
+    default: return t;
+  }
+}
+
 /// The float dtype unary float math runs in for dtype t: t itself when inexact, else
 /// float32 (MLX's rule for integer and bool inputs).
 inline Dtype float_result_type(Dtype t) {

@@ -10,19 +10,6 @@ namespace nuvec {
 
 namespace {
 
-// The dtype sums and products accumulate and return in: small integers widen to 32 bits
-// (bool and signed to int32, unsigned to uint32), as MLX and NumPy.
-Dtype sum_dtype(Dtype t) {
-  switch (t.val) {
-    case Dtype::Val::bool_:
-    case Dtype::Val::int8:
-    case Dtype::Val::int16: return int32;
-    case Dtype::Val::uint8:
-    case Dtype::Val::uint16: return uint32;
-    default: return t;
-  }
-}
-
 // Number of elements over the (normalised) axes.
 int64_t reduced_size(const array& a, const std::vector<int>& axes) {
   int64_t n = 1;

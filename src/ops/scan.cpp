@@ -13,15 +13,7 @@ namespace {
 Dtype scan_dtype(Dtype t, ScanOp op) {
   switch (op) {
     case ScanOp::Sum:
-    case ScanOp::Prod:
-      switch (t.val) {
-        case Dtype::Val::bool_:
-        case Dtype::Val::int8:
-        case Dtype::Val::int16: return int32;
-        case Dtype::Val::uint8:
-        case Dtype::Val::uint16: return uint32;
-        default: return t;
-      }
+    case ScanOp::Prod: return sum_dtype(t);
     case ScanOp::Max:
     case ScanOp::Min: return t;
     case ScanOp::LogAddExp: return float_result_type(t);

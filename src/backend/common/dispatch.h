@@ -60,6 +60,17 @@ inline bool is_nan_element(const T& v) {
   }
 }
 
+/// A strict weak order with every NaN after every number (NaNs equivalent to each other):
+/// NumPy's sort order.
+template <typename T>
+inline bool nan_last_less(const T& a, const T& b) {
+  if constexpr (is_complex_v<T> || is_float_v<T>) {
+    if (is_nan_element(b)) return !is_nan_element(a);
+    if (is_nan_element(a)) return false;
+  }
+  return a < b;
+}
+
 /// Converts one element between element types with NumPy's rules: to bool is "!= 0",
 /// complex to real drops the imaginary part, halves go through float.
 template <typename To, typename From>

@@ -14,15 +14,6 @@ namespace nuvec {
 
 namespace {
 
-// A strict weak order with every NaN after every number (NaNs equivalent to each other).
-template <typename T>
-bool nan_last_less(const T& a, const T& b) {
-  if constexpr (is_complex_v<T> || is_float_v<T>) {
-    if (is_nan_element(b)) return !is_nan_element(a);
-    if (is_nan_element(a)) return false;
-  }
-  return a < b;
-}
 
 // Calls f(in_offset, out_offset) for every position of the non-axis dims; the output is
 // row-contiguous with the input's shape.

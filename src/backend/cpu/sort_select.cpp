@@ -14,14 +14,6 @@ namespace nuvec {
 
 namespace {
 
-template <typename T>
-bool nan_last_less(const T& a, const T& b) {
-  if constexpr (is_complex_v<T> || is_float_v<T>) {
-    if (is_nan_element(b)) return !is_nan_element(a);
-    if (is_nan_element(a)) return false;
-  }
-  return a < b;
-}
 
 template <bool indices>
 void partition_lines(const array& input, array& out, int kth, int axis) {
