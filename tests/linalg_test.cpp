@@ -633,5 +633,139 @@ TEST(LinalgVmap, EveryPrimitive) {
   check_vmap(cross2, {randn({4, 3}), randn({3, 4})}, {0, 1});
 }
 
+// ---------------------------------------------------------------------------------------
+// eig / eigvals (general matrices, complex64 outputs). References in double complex.
+
+using Cx = std::complex<double>;
+
+std::vector<Cx> to_complex(const array& z) {
+  auto re = to_vector(real(z)), im = to_vector(imag(z));
+  std::vector<Cx> out(re.size());
+  for (size_t i = 0; i < re.size(); ++i) out[i] = Cx(re[i], im[i]);
+  return out;
+}
+
+// Checks A v_j = w_j v_j and |v_j| = 1 for every batch matrix of a (..., n, n).
+void expect_eigenpairs(const array& a, const array& w, const array& v, int n, double tol) {
+  ASSERT_EQ(w.dtype(), complex64);
+  ASSERT_EQ(v.dtype(), complex64);
+  auto av = to_vector(a);
+  auto wv = to_complex(w), vv = to_complex(v);
+  const size_t nn = static_cast<size_t>(n) * n;
+  const size_t batch = av.size() / nn;
+  for (size_t b = 0; b < batch; ++b) {
+    for (int j = 0; j < n; ++j) {
+      Cx lam = wv[b * n + j];
+      double norm2 = 0;
+      for (int i = 0; i < n; ++i) {
+        Cx lhs = 0;
+        for (int k = 0; k < n; ++k) lhs += av[b * nn + i * n + k] * vv[b * nn + k * n + j];
+        Cx rhs = lam * vv[b * nn + i * n + j];
+        EXPECT_NEAR(std::abs(lhs - rhs), 0.0, tol) << "batch " << b << " pair " << j << " row " << i;
+        norm2 += std::norm(vv[b * nn + i * n + j]);
+      }
+      EXPECT_NEAR(norm2, 1.0, tol) << "batch " << b << " vector " << j;
+    }
+  }
+}
+
+bool by_real_then_imag(const Cx& x, const Cx& y) {
+  return x.real() < y.real() || (x.real() == y.real() && x.imag() < y.imag());
+}
+
+TEST(Linalg, EigPairsRandomAndBatched) {
+  for (Dtype dt : {float32, float64}) {
+    array a = astype(randn({4, 4}), dt);
+    auto [w, v] = linalg::eig(a);
+    ASSERT_EQ(w.shape(), Shape({4}));
+    ASSERT_EQ(v.shape(), Shape({4, 4}));
+    expect_eigenpairs(a, w, v, 4, 1e-4);
+    array ab = astype(randn({3, 5, 5}), dt);
+    auto [wb, vb] = linalg::eig(ab);
+    ASSERT_EQ(wb.shape(), Shape({3, 5}));
+    ASSERT_EQ(vb.shape(), Shape({3, 5, 5}));
+    expect_eigenpairs(ab, wb, vb, 5, 1e-4);
+    // eigvals is eig's first output.
+    array e = linalg::eigvals(ab);
+    ASSERT_EQ(e.dtype(), complex64);
+    ASSERT_EQ(e.shape(), Shape({3, 5}));
+    expect_allclose(real(e), real(wb), 1e-5, 1e-5);
+    expect_allclose(imag(e), imag(wb), 1e-5, 1e-5);
+  }
+  // A non-contiguous (transposed) input: eigenvalues of A^T are those of A.
+  array a = randn({2, 4, 4});
+  auto w = to_complex(linalg::eigvals(a)), wt = to_complex(linalg::eigvals(swapaxes(a, -1, -2)));
+  for (int b = 0; b < 2; ++b) {
+    std::vector<Cx> x(w.begin() + b * 4, w.begin() + (b + 1) * 4), y(wt.begin() + b * 4, wt.begin() + (b + 1) * 4);
+    std::sort(x.begin(), x.end(), by_real_then_imag);
+    std::sort(y.begin(), y.end(), by_real_then_imag);
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(std::abs(x[i] - y[i]), 0.0, 1e-4);
+  }
+}
+
+TEST(Linalg, EigDiagonalTriangularRotation) {
+  const int n = 5;
+  array r = randn({n, n});
+  array diagonal = multiply(r, eye(n, float64));
+  for (const array& m : {diagonal, triu(r), tril(r)}) {
+    auto mv = to_vector(m);
+    std::vector<Cx> want(n);
+    for (int i = 0; i < n; ++i) want[i] = Cx(mv[i * n + i], 0.0);
+    auto got = to_complex(linalg::eigvals(m));
+    std::sort(want.begin(), want.end(), by_real_then_imag);
+    std::sort(got.begin(), got.end(), by_real_then_imag);
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(std::abs(got[i] - want[i]), 0.0, 1e-5) << i;
+    auto [w, v] = linalg::eig(m);
+    expect_eigenpairs(m, w, v, n, 1e-5);
+  }
+  // A quarter-turn rotation has eigenvalues +-i, with complex conjugate eigenvectors.
+  array rot = array({0.0, -1.0, 1.0, 0.0}, Shape{2, 2}, float32);
+  auto [w, v] = linalg::eig(rot);
+  auto wv = to_complex(w);
+  std::sort(wv.begin(), wv.end(), by_real_then_imag);
+  EXPECT_NEAR(std::abs(wv[0] - Cx(0, -1)), 0.0, 1e-6);
+  EXPECT_NEAR(std::abs(wv[1] - Cx(0, 1)), 0.0, 1e-6);
+  expect_eigenpairs(rot, w, v, 2, 1e-6);
+  // A rotation by theta in 3-d: eigenvalues 1, e^{+-i theta}.
+  double th = 0.7, c = std::cos(th), sn = std::sin(th);
+  array rot3 = array({c, -sn, 0.0, sn, c, 0.0, 0.0, 0.0, 1.0}, Shape{3, 3}, float64);
+  auto w3 = to_complex(linalg::eigvals(rot3));
+  std::sort(w3.begin(), w3.end(), [](const Cx& x, const Cx& y) { return x.imag() < y.imag(); });
+  EXPECT_NEAR(std::abs(w3[0] - Cx(c, -sn)), 0.0, 1e-6);
+  EXPECT_NEAR(std::abs(w3[1] - Cx(1, 0)), 0.0, 1e-6);
+  EXPECT_NEAR(std::abs(w3[2] - Cx(c, sn)), 0.0, 1e-6);
+}
+
+TEST(Linalg, EigBadInputAndNoDerivative) {
+  expect_throws_naming<std::invalid_argument>([] { linalg::eig(randn({3, 4})); }, "[linalg::eig]");
+  expect_throws_naming<std::invalid_argument>([] { linalg::eig(randn({4})); }, "[linalg::eig]");
+  expect_throws_naming<std::invalid_argument>([] { linalg::eig(randint({3, 3}, 0, 5)); }, "[linalg::eig]");
+  expect_throws_naming<std::invalid_argument>([] { linalg::eigvals(randn({2, 3, 4})); }, "[linalg::eigvals]");
+  expect_throws_naming<std::invalid_argument>([] { linalg::eigvals(randn({3})); }, "[linalg::eigvals]");
+  expect_throws_naming<std::invalid_argument>([] { linalg::eigvals(randint({3, 3}, 0, 5)); }, "[linalg::eigvals]");
+  // MLX has no derivative for eig: vjp and jvp throw naming it.
+  auto f = [](const array& x) { return sum(real(linalg::eigvals(x))); };
+  expect_throws_naming<std::invalid_argument>([&] { eval(grad(f)(randn({3, 3}))); }, "eig]");
+  auto g = [](const array& x) { return sum(imag(linalg::eig(x).second)); };
+  expect_throws_naming<std::invalid_argument>([&] { eval(grad(g)(randn({3, 3}))); }, "eig]");
+  expect_throws_naming<std::invalid_argument>(
+      [&] { auto r = jvp(f, randn({3, 3}), randn({3, 3})); eval(r.second); }, "eig]");
+}
+
+TEST(LinalgVmap, EigvalsAndEig) {
+  // check_vmap compares outputs with allclose, so complex outputs go through real/imag.
+  auto parts = [](const array& z) { return std::vector<array>{real(z), imag(z)}; };
+  auto f = [parts](const std::vector<array>& x) { return parts(linalg::eigvals(x[0])); };
+  array a = randn({3, 4, 4});
+  check_vmap(f, {a}, {0}, 1e-5, 1e-5);
+  check_vmap(f, {moveaxis(a, 0, 2)}, {2}, 1e-5, 1e-5);
+  auto g = [parts](const std::vector<array>& x) {
+    auto [w, v] = linalg::eig(x[0]);
+    auto pw = parts(w), pv = parts(v);
+    return std::vector<array>{pw[0], pw[1], pv[0], pv[1]};
+  };
+  check_vmap(g, {a}, {0}, 1e-5, 1e-5);
+}
+
 } // namespace
 } // namespace nuvec::testing

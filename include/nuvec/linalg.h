@@ -148,6 +148,16 @@ std::pair<array, array> eigh(const array& a, std::string UPLO = "L", StreamOrDev
 /// The eigenvalues of eigh(a, UPLO). Throws as eigh. Source: MLX eigvalsh.
 array eigvalsh(const array& a, std::string UPLO = "L", StreamOrDevice s = {});
 
+/// Eigenvalues (..., N) and right eigenvectors (..., N, N) (columns, unit 2-norm) of each
+/// general square matrix, both complex64 (LAPACK's order, conjugate pairs adjacent). No
+/// derivatives (vjp/jvp throw std::invalid_argument, as MLX has none). Throws
+/// std::invalid_argument for fewer than 2 dimensions, a non-square or a non-float a.
+/// Source: MLX eig; LAPACK geev.
+std::pair<array, array> eig(const array& a, StreamOrDevice s = {});
+
+/// The eigenvalues of eig(a), complex64 (..., N). Throws as eig. Source: MLX eigvals.
+array eigvals(const array& a, StreamOrDevice s = {});
+
 /// Determinant of each square matrix (0 for a singular one), NumPy's det: sign * exp(logabsdet)
 /// of slogdet, so it differentiates as det * inv(a)^T. Throws as slogdet. nuvec addition.
 array det(const array& a, StreamOrDevice s = {});

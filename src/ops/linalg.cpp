@@ -356,6 +356,19 @@ array eigvalsh(const array& a, std::string UPLO, StreamOrDevice s) {
   return multi_node(LinalgOp::Eigh, a, {a.dtype()}, s, UPLO == "U", false)[0];
 }
 
+std::pair<array, array> eig(const array& a, StreamOrDevice s) {
+  check_square("linalg::eig", a);
+  check_float("linalg::eig", a);
+  auto out = multi_node(LinalgOp::Eig, a, {complex64, complex64}, s, false, true);
+  return {out[0], out[1]};
+}
+
+array eigvals(const array& a, StreamOrDevice s) {
+  check_square("linalg::eigvals", a);
+  check_float("linalg::eigvals", a);
+  return multi_node(LinalgOp::Eig, a, {complex64}, s, false, false)[0];
+}
+
 std::pair<array, array> slogdet(const array& a, StreamOrDevice s) {
   check_square("linalg::slogdet", a);
   check_float("linalg::slogdet", a);

@@ -97,6 +97,7 @@ const char* linalg_op_name(LinalgOp op) {
     case LinalgOp::QRF: return "linalg::qr";
     case LinalgOp::SVD: return "linalg::svd";
     case LinalgOp::Eigh: return "linalg::eigh";
+    case LinalgOp::Eig: return "linalg::eig";
     case LinalgOp::LUF: return "linalg::lu_factor";
     case LinalgOp::Solve: return "linalg::solve";
     case LinalgOp::SolveTriangular: return "linalg::solve_triangular";
@@ -113,6 +114,7 @@ const char* Linalg::name() const {
     case LinalgOp::QRF: return "QRF";
     case LinalgOp::SVD: return "SVD";
     case LinalgOp::Eigh: return "Eigh";
+    case LinalgOp::Eig: return "Eig";
     case LinalgOp::LUF: return "LUF";
     case LinalgOp::Solve: return "Solve";
     case LinalgOp::SolveTriangular: return "SolveTriangular";
@@ -138,6 +140,7 @@ std::vector<Shape> Linalg::output_shapes(const std::vector<array>& inputs) {
       if (!compute_) return {with({k})};
       return {with({m, m}), with({k}), with({n, n})};
     case LinalgOp::Eigh:
+    case LinalgOp::Eig:
       if (!compute_) return {with({n})};
       return {with({n}), a.shape()};
     case LinalgOp::LUF: return {a.shape(), with({k}), with({m})};
@@ -221,6 +224,7 @@ std::vector<array> Linalg::vjp(
       grads.push_back(sym(matmul(matmul(V, inner), mT(V))));
       break;
     }
+    case LinalgOp::Eig: no_derivative(op_, "is not implemented for eig / eigvals (MLX has none).");
     case LinalgOp::LUF: no_derivative(op_, "is not implemented for lu / lu_factor.");
     case LinalgOp::Solve:
     case LinalgOp::SolveTriangular: {
@@ -316,6 +320,7 @@ std::vector<array> Linalg::jvp(
       if (!compute_) return {dw};
       return {dw, matmul(V, multiply(inverse_gaps(w), P))};
     }
+    case LinalgOp::Eig: no_derivative(op_, "is not implemented for eig / eigvals (MLX has none).");
     case LinalgOp::LUF: no_derivative(op_, "is not implemented for lu / lu_factor.");
     case LinalgOp::Solve:
     case LinalgOp::SolveTriangular: {
@@ -355,6 +360,7 @@ std::pair<std::vector<array>, std::vector<int>> Linalg::vmap(
   auto shapes = output_shapes(in);
   std::vector<Dtype> dtypes(shapes.size(), dt);
   if (op_ == LinalgOp::LUF) dtypes = {dt, uint32, uint32};
+  if (op_ == LinalgOp::Eig) dtypes.assign(shapes.size(), complex64);
   auto outs = array::make_arrays(
       shapes, dtypes, std::make_shared<Linalg>(stream(), op_, upper_, compute_), in);
   return {outs, std::vector<int>(outs.size(), out_axis)};

@@ -16,6 +16,7 @@ enum class LinalgOp {
   QRF,              // (Q (..., M, K), R (..., K, N))
   SVD,              // (U, S, Vt) full matrices, or (S) when !compute_
   Eigh,             // (w, V), or (w) when !compute_; upper_ picks the triangle read
+  Eig,              // general square: (w, V) complex64, or (w) when !compute_
   LUF,              // (LU, pivots uint32 (..., K), row indices uint32 (..., M))
   Solve,            // X = A^-1 B
   SolveTriangular,  // X = tri(A)^-1 B
@@ -34,7 +35,7 @@ class Linalg : public Primitive {
  private:
   LinalgOp op_;
   bool upper_;   // triangle used (TriInv, Cholesky, SolveTriangular, Eigh's UPLO == "U")
-  bool compute_; // SVD: compute_uv; Eigh: eigenvectors
+  bool compute_; // SVD: compute_uv; Eigh, Eig: eigenvectors
 };
 
 /// The public op name of each row, for error messages ("linalg::inv", ...).

@@ -70,6 +70,11 @@ lapack_int syevd(char jobz, char uplo, int n, T* a, T* w) {
   else return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, jobz, uplo, n, a, ld(n), w);
 }
 template <typename T>
+lapack_int geev(char jobvr, int n, T* a, T* wr, T* wi, T* vr) {
+  if constexpr (is_f32<T>) return LAPACKE_sgeev(LAPACK_ROW_MAJOR, 'N', jobvr, n, a, ld(n), wr, wi, nullptr, 1, vr, ld(n));
+  else return LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', jobvr, n, a, ld(n), wr, wi, nullptr, 1, vr, ld(n));
+}
+template <typename T>
 lapack_int gesv(int n, int r, T* a, lapack_int* ipiv, T* b) {
   if constexpr (is_f32<T>) return LAPACKE_sgesv(LAPACK_ROW_MAJOR, n, r, a, ld(n), ipiv, b, ld(r));
   else return LAPACKE_dgesv(LAPACK_ROW_MAJOR, n, r, a, ld(n), ipiv, b, ld(r));
@@ -215,6 +220,42 @@ void run(const Linalg& p, const std::vector<array>& inputs, std::vector<array>& 
         std::copy(a + b * mn, a + (b + 1) * mn, xb);
         if (syevd<T>(vec ? 'V' : 'N', uplo, n, xb, w + b * n) > 0) {
           fail(op, a_in, b, "diagonalizable", "no convergence of the eigensolver");
+        }
+      }
+      return;
+    }
+    case LinalgOp::Eig: {
+      // geev returns real parts wr, imaginary parts wi, and real eigenvector columns: for a
+      // conjugate pair (wi[j] > 0, wi[j + 1] = -wi[j]) columns j and j + 1 hold the real and
+      // imaginary parts of v_j, and v_{j+1} = conj(v_j).
+      const bool vec = p.compute();
+      complex64_t* w = alloc<complex64_t>(outputs[0]);
+      complex64_t* v = vec ? alloc<complex64_t>(outputs[1]) : nullptr;
+      std::vector<T> work(std::max<size_t>(mn, 1)), vr(vec ? std::max<size_t>(mn, 1) : 1);
+      std::vector<T> wr(std::max(n, 1)), wi(std::max(n, 1));
+      for (int64_t b = 0; b < batch && n > 0; ++b) {
+        std::copy(a + b * mn, a + (b + 1) * mn, work.begin());
+        if (geev<T>(vec ? 'V' : 'N', n, work.data(), wr.data(), wi.data(), vr.data()) > 0) {
+          fail(op, a_in, b, "diagonalizable", "no convergence of the QR algorithm");
+        }
+        for (int j = 0; j < n; ++j) {
+          w[b * n + j] = complex64_t(static_cast<float>(wr[j]), static_cast<float>(wi[j]));
+        }
+        if (!vec) continue;
+        complex64_t* vb = v + b * mn;
+        for (int j = 0; j < n; ++j) {
+          const bool pair = wi[j] != T(0) && j + 1 < n;
+          for (int i = 0; i < n; ++i) {
+            const size_t r = static_cast<size_t>(i) * n;
+            if (pair) {
+              float re = static_cast<float>(vr[r + j]), im = static_cast<float>(vr[r + j + 1]);
+              vb[r + j] = complex64_t(re, im);
+              vb[r + j + 1] = complex64_t(re, -im);
+            } else {
+              vb[r + j] = complex64_t(static_cast<float>(vr[r + j]), 0.0f);
+            }
+          }
+          if (pair) ++j;
         }
       }
       return;
