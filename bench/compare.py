@@ -37,8 +37,10 @@ def cpu_peak_flops():
 
 
 def main():
-    data = json.load(open(sys.argv[1]))
-    nv = {b["name"].split("/")[0]: b for b in data["benchmarks"]}
+    nv = {}
+    for path in sys.argv[1:]:
+        for b in json.load(open(path))["benchmarks"]:
+            nv[b["name"].split("/")[0]] = b
     n = 10_000_000
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, n).astype(np.float32)
@@ -46,6 +48,7 @@ def main():
     m1 = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     m2 = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     x = rng.uniform(-1, 1, 16).astype(np.float32)
+    s6 = rng.uniform(-1, 1, 1_000_000).astype(np.float32)
 
     def chain():
         y = x
@@ -60,6 +63,8 @@ def main():
         ("exp 1e7 f32", nv["BM_exp"]["real_time"] / 1e3, best_time(lambda: np.exp(a)), 8 * n / bw),
         ("sum 1e7 f32", nv["BM_sum"]["real_time"] / 1e3, best_time(lambda: np.sum(a)), 4 * n / bw),
         ("matmul 1024^3 f32", nv["BM_matmul_1024"]["real_time"] / 1e3, best_time(lambda: m1 @ m2), 2 * 1024**3 / peak),
+        ("cumsum 1e7 f32", nv["BM_cumsum_1e7"]["real_time"] / 1e3, best_time(lambda: np.cumsum(a)), 8 * n / bw),
+        ("sort 1e6 f32", nv["BM_sort_1e6"]["real_time"] / 1e3, best_time(lambda: np.sort(s6)), None),
         ("chain 10k ops (per op)", nv["BM_chain_10k"]["real_time"] / 1e3 / 1e4, best_time(chain) / 1e4, None),
     ]
     print(f"memcpy bandwidth (read+write): {bw / 1e9:.1f} GB/s; float32 peak estimate: {peak / 1e9:.0f} GFLOP/s")

@@ -57,7 +57,13 @@ void sort_lines(const array& in, array& out, int axis) {
         auto* dst = static_cast<uint32_t*>(out.raw_data()) + ooff;
         for (int64_t i = 0; i < n; ++i) dst[i * out_stride] = order[i];
       } else {
-        std::sort(line.get(), line.get() + n, nan_last_less<T>);
+        // NaNs moved last (NumPy's order) first, so the sort itself uses the plain `<`,
+        // which inlines; a comparator through a function pointer was ~10x slower.
+        T* last = line.get() + n;
+        if constexpr (is_float_v<T> || is_complex_v<T>) {
+          last = std::partition(line.get(), last, [](const T& v) { return !is_nan_element(v); });
+        }
+        std::sort(line.get(), last, [](const T& a, const T& b) { return a < b; });
         T* dst = static_cast<T*>(out.raw_data()) + ooff;
         for (int64_t i = 0; i < n; ++i) dst[i * out_stride] = line[i];
       }
