@@ -331,3 +331,59 @@ TEST(SortVmap, AgainstALoop) {
   check_vmap(put, {a, sidx, vals}, {0, 0, 0});
   check_vmap(put, {a, randint({3, 7}, 0, 4, int32), randn({3, 7})}, {0, -1, -1});
 }
+
+// Long lines take the radix path (32-bit keys): compare with std::sort (NaNs last) on
+// values that stress the key map: both signs, zeros of both signs, infinities, NaNs,
+// duplicates, and the integer extremes.
+TEST(SortLong, RadixPathMatchesComparisonSort) {
+  using namespace nuvec;
+  std::mt19937_64& gen = nuvec::testing::rng();
+  const int n = 50000;
+  std::vector<float> f(n);
+  std::uniform_real_distribution<float> u(-1e6f, 1e6f);
+  for (int i = 0; i < n; ++i) f[i] = u(gen);
+  for (int i = 0; i < 200; ++i) {
+    f[gen() % n] = NAN;
+    f[gen() % n] = -NAN;
+    f[gen() % n] = INFINITY;
+    f[gen() % n] = -INFINITY;
+    f[gen() % n] = 0.0f;
+    f[gen() % n] = -0.0f;
+    f[gen() % n] = f[gen() % n];
+  }
+  auto sorted_f = sort(array(f.begin(), {n}));
+  std::vector<float> ef = f;
+  std::sort(ef.begin(), ef.end(), [](float a, float b) {
+    if (std::isnan(b)) return !std::isnan(a);
+    if (std::isnan(a)) return false;
+    return a < b;
+  });
+  auto got = nuvec::testing::to_vector(sorted_f);
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(ef[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_EQ(got[i], static_cast<double>(ef[i])) << i;
+    }
+  }
+  for (Dtype dt : {int32, uint32}) {
+    std::vector<int64_t> v(n);
+    for (auto& x : v) {
+      x = dt == int32 ? static_cast<int64_t>(static_cast<int32_t>(gen()))
+                      : static_cast<int64_t>(static_cast<uint32_t>(gen()));
+    }
+    v[0] = dt == int32 ? INT32_MIN : 0;
+    v[1] = dt == int32 ? INT32_MAX : UINT32_MAX;
+    // Sorted along axis 0 of a (n, 2) array: strided lines.
+    std::vector<int64_t> both(2 * n);
+    for (int i = 0; i < n; ++i) both[2 * i] = both[2 * i + 1] = v[i];
+    auto a = astype(array(both.begin(), {n, 2}, int64), dt);
+    auto s = sort(a, 0);
+    std::sort(v.begin(), v.end());
+    auto gv = nuvec::testing::to_vector(s);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(gv[2 * i], static_cast<double>(v[i])) << i;
+      ASSERT_EQ(gv[2 * i + 1], static_cast<double>(v[i])) << i;
+    }
+  }
+}
