@@ -27,6 +27,7 @@ const Device& default_device();
 /// Sets the default device. Throws std::invalid_argument when d is not available.
 void set_default_device(const Device& d);
 
+/// Devices are equal when type and index are.
 bool operator==(const Device& lhs, const Device& rhs);
 bool operator!=(const Device& lhs, const Device& rhs);
 
@@ -40,6 +41,7 @@ int device_count(Device::DeviceType type);
 const std::unordered_map<std::string, std::variant<std::string, size_t>>&
 device_info(const Device& d = default_device());
 
+/// Prints `Device(cpu, 0)` and `cpu` / `gpu`.
 std::ostream& operator<<(std::ostream& os, const Device& d);
 std::ostream& operator<<(std::ostream& os, const Device::DeviceType& t);
 

@@ -127,6 +127,7 @@ struct TypeToDtype {
   operator Dtype();
 };
 
+/// Prints MLX's name of a dtype (`float32`) or category (`floating`).
 std::ostream& operator<<(std::ostream& os, const Dtype& d);
 std::ostream& operator<<(std::ostream& os, const Dtype::Category& c);
 

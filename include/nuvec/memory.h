@@ -23,6 +23,7 @@ size_t get_cache_memory();
 /// it, eval waits for in-flight work before scheduling more. Default: 1.5x the machine's RAM
 /// guidance (the physical memory).
 size_t set_memory_limit(size_t limit);
+/// The current memory limit in bytes.
 size_t get_memory_limit();
 
 /// Sets the cache limit in bytes (0 disables the cache) and returns the previous one.

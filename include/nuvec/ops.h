@@ -443,7 +443,10 @@ array left_shift(const array& a, const array& b, StreamOrDevice s = {});
 array right_shift(const array& a, const array& b, StreamOrDevice s = {});
 array bitwise_invert(const array& a, StreamOrDevice s = {});
 
-// Operators, with scalar forms (a scalar becomes a 0-d array of its C++ type).
+/// Operators: each is the named op above (-a is negative, !a logical_not, ~a bitwise_invert,
+/// a % b remainder, && and || logical_and/or, << and >> left/right_shift), with the same
+/// broadcasting, promotion and errors. Scalar forms make the scalar a 0-d array of its C++
+/// type first.
 array operator-(const array& a);
 array operator!(const array& a);
 array operator~(const array& a);
