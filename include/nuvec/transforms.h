@@ -23,6 +23,7 @@ void async_eval(std::vector<array> outputs);
 /// waits for work in flight.
 void eval(std::vector<array> outputs);
 
+/// eval of arrays given as separate arguments: `eval(a, b, c)`.
 template <typename... Arrays, typename = std::enable_if_t<(std::is_same_v<std::decay_t<Arrays>, array> && ...)>>
 void eval(Arrays&&... outputs) {
   eval(std::vector<array>{std::forward<Arrays>(outputs)...});
