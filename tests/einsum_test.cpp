@@ -1,5 +1,6 @@
 // nuvec tests: einsum/einsum_path against a brute-force loop over every label assignment,
-// hadamard_transform against the explicit Sylvester matrix, block_masked_mm, gather_mm and
+// hadamard_transform against explicit H_m kron Sylvester matrices (m = 1, 12, 20, 28) and
+// for orthogonality, block_masked_mm, gather_mm and
 // segmented_mm against explicit loops; derivatives and batching through tests/checker.h.
 #include <bit>
 #include <map>
@@ -138,8 +139,62 @@ double hadamard_entry(int i, int j) {
   return std::popcount(static_cast<unsigned>(i & j)) % 2 ? -1.0 : 1.0;
 }
 
+// The order-12/20/28 matrices MLX uses, in the +/- row format of Sloane's library
+// (neilsloane.com/hadamard), transcribed independently of the hex rows in the source.
+const std::map<int, std::vector<std::string>>& sloane_rows() {
+  static const std::map<int, std::vector<std::string>> rows = {
+      {12,
+       {"+-++++++++++", "--+-+-+-+-+-", "+++-++----++", "+---+--+-++-", "+++++-++----",
+        "+-+---+--+-+", "++--+++-++--", "+--++---+--+", "++----+++-++", "+--+-++---+-",
+        "++++----+++-", "+-+--+-++---"}},
+      {20,
+       {"+----+----++--++-++-", "-+----+---+++---+-++", "--+----+---+++-+-+-+",
+        "---+----+---+++++-+-", "----+----++--++-++-+", "-+++++-----+--+++--+",
+        "+-+++-+---+-+--+++--", "++-++--+---+-+--+++-", "+++-+---+---+-+--+++",
+        "++++-----++--+-+--++", "--++-+-++-+-----++++", "---++-+-++-+---+-+++",
+        "+---++-+-+--+--++-++", "++---++-+----+-+++-+", "-++---++-+----+++++-",
+        "-+--+--++-+----+----", "+-+-----++-+----+---", "-+-+-+---+--+----+--",
+        "--+-+++------+----+-", "+--+--++------+----+"}},
+      {28,
+       {"+------++----++-+--+-+--++--", "-+-----+++-----+-+--+-+--++-",
+        "--+-----+++---+-+-+----+--++", "---+-----+++---+-+-+-+--+--+",
+        "----+-----+++---+-+-+++--+--", "-----+-----++++--+-+--++--+-",
+        "------++----++-+--+-+--++--+", "--++++-+-------++--+++-+--+-",
+        "---++++-+-----+-++--+-+-+--+", "+---+++--+----++-++--+-+-+--",
+        "++---++---+----++-++--+-+-+-", "+++---+----+----++-++--+-+-+",
+        "++++--------+-+--++-++--+-+-", "-++++--------+++--++--+--+-+",
+        "-+-++-++--++--+--------++++-", "+-+-++--+--++--+--------++++",
+        "-+-+-++--+--++--+----+---+++", "+-+-+-++--+--+---+---++---++",
+        "++-+-+-++--+------+--+++---+", "-++-+-+-++--+------+-++++---",
+        "+-++-+---++--+------+-++++--", "-++--++-+-++-+++----++------",
+        "+-++--++-+-++-+++-----+-----", "++-++---+-+-++-+++-----+----",
+        "-++-++-+-+-+-+--+++-----+---", "--++-++++-+-+----+++-----+--",
+        "+--++-+-++-+-+----+++-----+-", "++--++-+-++-+-+----++------+"}},
+  };
+  return rows;
+}
+
+// H_m kron H_p (n = m p) as a dense float64 matrix, row-major.
+std::vector<double> hadamard_reference(int n) {
+  int m = 1;
+  for (int f : {12, 20, 28}) {
+    if (n % f == 0) m = f;
+  }
+  int p = n / m;
+  std::vector<double> h(static_cast<size_t>(n) * n);
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < n; ++c) {
+      double hm = m == 1 ? 1.0 : (sloane_rows().at(m)[r / p][c / p] == '+' ? 1.0 : -1.0);
+      h[r * n + c] = hm * hadamard_entry(r % p, c % p);
+    }
+  }
+  return h;
+}
+
 TEST(Hadamard, AgainstMatrix) {
-  for (int n : {1, 2, 8, 32}) {
+  for (int n : {1, 2, 8, 32, 12, 24, 48, 20, 40, 28, 56, 112}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto h = hadamard_reference(n);
     array x = randn({3, n});
     auto v = to_vector(x);
     for (std::optional<float> scale : {std::optional<float>(), std::optional<float>(0.5f)}) {
@@ -147,18 +202,82 @@ TEST(Hadamard, AgainstMatrix) {
       std::vector<double> want(3 * n, 0.0);
       for (int r = 0; r < 3; ++r) {
         for (int i = 0; i < n; ++i) {
-          for (int j = 0; j < n; ++j) want[r * n + i] += sc * hadamard_entry(i, j) * v[r * n + j];
+          for (int j = 0; j < n; ++j) want[r * n + i] += sc * h[i * n + j] * v[r * n + j];
         }
       }
       array y = hadamard_transform(x, scale);
       EXPECT_EQ(y.dtype(), float64);
       expect_close(y, {3, n}, want, 1e-9, 1e-9);
     }
+    // float32 and a non-contiguous input (the transform runs over the last axis only).
+    array xt = transpose(randn({n, 2}, float32));
+    auto vt = to_vector(xt);
+    std::vector<double> want(2 * n, 0.0);
+    for (int r = 0; r < 2; ++r) {
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) want[r * n + i] += h[i * n + j] * vt[r * n + j];
+      }
+    }
+    array yt = hadamard_transform(xt, 1.0f);
+    EXPECT_EQ(yt.dtype(), float32);
+    expect_close(yt, {2, n}, want, 1e-5, 1e-4);
   }
   EXPECT_EQ(hadamard_transform(randint({4}, -3, 3)).dtype(), float32);
-  check_grad([](const std::vector<array>& xs) { return hadamard_transform(xs[0]); }, {randn({2, 8})});
-  check_vmap([](const std::vector<array>& xs) { return std::vector<array>{hadamard_transform(xs[0])}; }, {randn({4, 3, 16})}, {1});
-  expect_throws_naming<std::invalid_argument>([] { hadamard_transform(randn({6})); }, "[hadamard_transform]");
+  EXPECT_EQ(hadamard_transform(randint({12}, -3, 3)).dtype(), float32);
+}
+
+// The op's own matrix, read off by transforming the identity, is orthogonal: M M^T = n I
+// with scale 1, and M M^T = I with the default scale.
+TEST(Hadamard, Orthogonal) {
+  for (int n : {4, 12, 20, 28, 24, 40, 56, 96}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto m1 = to_vector(hadamard_transform(eye(n, float64), 1.0f));
+    auto md = to_vector(hadamard_transform(eye(n, float64)));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        double d1 = 0, dd = 0;
+        for (int k = 0; k < n; ++k) {
+          d1 += m1[i * n + k] * m1[j * n + k];
+          dd += md[i * n + k] * md[j * n + k];
+        }
+        ASSERT_EQ(d1, i == j ? double(n) : 0.0) << i << ", " << j;
+        ASSERT_NEAR(dd, i == j ? 1.0 : 0.0, 1e-12) << i << ", " << j;
+        ASSERT_TRUE(m1[i * n + j] == 1.0 || m1[i * n + j] == -1.0);
+      }
+    }
+  }
+  // The order-m tables themselves.
+  for (const auto& [m, rows] : sloane_rows()) {
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < m; ++j) {
+        int dot = 0;
+        for (int k = 0; k < m; ++k) dot += (rows[i][k] == rows[j][k]) ? 1 : -1;
+        ASSERT_EQ(dot, i == j ? m : 0) << "m " << m << " rows " << i << ", " << j;
+      }
+    }
+  }
+}
+
+TEST(Hadamard, DerivativesAndBatching) {
+  // H_20 and H_28 are not symmetric, so the vjp must apply the transpose.
+  for (int n : {8, 12, 20, 28, 40}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    check_grad([](const std::vector<array>& xs) { return hadamard_transform(xs[0]); }, {randn({2, n})});
+    check_grad([](const std::vector<array>& xs) { return hadamard_transform(xs[0], 0.25f); }, {randn({n})});
+    check_vmap([](const std::vector<array>& xs) { return std::vector<array>{hadamard_transform(xs[0])}; }, {randn({4, 3, n})}, {1});
+    check_vmap([](const std::vector<array>& xs) { return std::vector<array>{hadamard_transform(xs[0])}; }, {randn({n, 3})}, {1});
+  }
+}
+
+TEST(Hadamard, Errors) {
+  // n not of the form m 2^k, m in {1, 12, 20, 28}: 6 = 3 * 2, 36 = 12 * 3, 60 = 12 * 5,
+  // 44 = 11 * 4, 0; a scalar; complex input.
+  for (int n : {3, 6, 36, 60, 44, 240, 0}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    expect_throws_naming<std::invalid_argument>([&] { hadamard_transform(randn({2, n})); }, "[hadamard_transform]");
+  }
+  expect_throws_naming<std::invalid_argument>([] { hadamard_transform(array(1.0f)); }, "[hadamard_transform]");
+  expect_throws_naming<std::invalid_argument>([] { hadamard_transform(astype(randn({12}), complex64)); }, "[hadamard_transform]");
 }
 
 // (..., M, K) @ (..., K, N) reference for 2-D operands, on flat row-major vectors.

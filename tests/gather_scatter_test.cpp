@@ -1,7 +1,8 @@
 // nuvec tests: take, gather, scatter (None/add/prod/max/min), masked_scatter and
 // slice_update_add/prod/max/min against references computed here with index loops, over
 // broadcasting index arrays, windows, negative and duplicate indices, dtypes and layouts;
-// out-of-range safety; errors; derivatives (check_grad) and batching (check_vmap).
+// out-of-range indices (std::out_of_range at eval); errors; derivatives (check_grad) and
+// batching (check_vmap).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -274,14 +275,120 @@ TEST(Scatter, EveryModeWithDuplicatesAndWindows) {
   expect_close(scatter_min(array({1.0, 5.0}), array({0, 0, 1}), array({3.0, -2.0, 4.0}, {3, 1}), 0), {2}, {-2, 4});
 }
 
-TEST(Scatter, OutOfRangeIndicesStayInBounds) {
+TEST(Scatter, WindowsOverrunningTheAxis) {
+  // In-range starts whose window does not fit (JAX's dynamic slices): a gather moves the
+  // start back so the window fits, a scatter drops the part of the window outside.
   auto a = array({10.0, 20.0, 30.0, 40.0});
-  // Gathers clamp the start so the window fits.
-  expect_close(gather(a, array({9, -9, 1}), 0, {2}), {3, 2}, {30, 40, 10, 20, 20, 30});
-  // Scatters skip the update elements that fall outside (partially inside windows too).
-  auto u = array({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {3, 2});
-  expect_close(scatter(a, array({3, -9, 9}), u, 0), {4}, {10, 20, 30, 1});
-  expect_close(scatter_add(a, array({-1, -5, 0}), u, 0), {4}, {19, 26, 30, 41});
+  expect_close(gather(a, array({3, -1, 1}), 0, {2}), {3, 2}, {30, 40, 30, 40, 20, 30});
+  auto u = array({1.0, 2.0, 3.0, 4.0}, {2, 2});
+  expect_close(scatter(a, array({3, 1}), u, 0), {4}, {10, 3, 4, 1});
+  expect_close(scatter_add(a, array({-1, 0}), u, 0), {4}, {13, 24, 30, 41});
+}
+
+// ---------------------------------------------------------------------------------------
+// Index values outside [-n, n): std::out_of_range at eval, naming the op, the value and n
+
+namespace {
+
+// Runs f, which must throw std::out_of_range whose message names op, holds the bad index
+// value and the axis size n.
+template <typename F>
+void expect_index_error(F&& f, const std::string& op, int64_t bad, int64_t n) {
+  try {
+    f();
+    ADD_FAILURE() << "expected std::out_of_range naming " << op;
+  } catch (const std::out_of_range& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("[" + op + "]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("got " + std::to_string(bad)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("size " + std::to_string(n)), std::string::npos) << msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type; message: " << e.what();
+  }
+}
+
+// Valid random indices for an axis of size n (both signs) with one value outside
+// [-n, n) at a random position; `bad` receives it.
+array with_bad_index(const Shape& shape, int n, int64_t& bad, Dtype dt = int32) {
+  auto v = to_vector(randint(shape, -n, n - 1, int64));
+  auto pick = to_vector(randint({3}, 0, 1 << 20, int64));
+  size_t at = static_cast<size_t>(pick[0]) % v.size();
+  int64_t off = static_cast<int64_t>(pick[1]) % 5;
+  bad = pick[2] > (1 << 19) ? n + off : -n - 1 - off;
+  v[at] = static_cast<double>(bad);
+  return astype(array(v.begin(), shape, float64), dt);
+}
+
+} // namespace
+
+TEST(GatherScatter, OutOfRangeIndicesThrowAtEval) {
+  for (Dtype it : {int32, int64, int16}) {
+    SCOPED_TRACE(::testing::Message() << "index dtype " << it);
+    auto a = randn({4, 5, 6});
+    int64_t bad;
+    // take: each axis, the flattened form.
+    for (int axis : {0, 1, 2}) {
+      auto idx = with_bad_index({2, 3}, a.shape(axis), bad, it);
+      expect_index_error([&] { eval(take(a, idx, axis)); }, "take", bad, a.shape(axis));
+    }
+    auto fi = with_bad_index({7}, 120, bad, it);
+    expect_index_error([&] { eval(take(a, fi)); }, "take", bad, 120);
+    // gather over two axes: the bad value on either.
+    auto good0 = randint({3, 1}, -4, 3, it);
+    auto bad2 = with_bad_index({1, 2}, 6, bad, it);
+    expect_index_error([&] { eval(gather(a, std::vector<array>{good0, bad2}, {0, 2}, {1, 2, 1})); }, "gather", bad, 6);
+    auto bad0 = with_bad_index({3, 1}, 4, bad, it);
+    expect_index_error([&] { eval(gather(a, std::vector<array>{bad0, randint({1, 2}, -6, 5, it)}, {0, 2}, {1, 5, 1})); }, "gather", bad, 4);
+    // Every scatter mode.
+    auto si = with_bad_index({3}, 5, bad, it);
+    auto u = randn({3, 4, 1, 6});
+    expect_index_error([&] { eval(scatter(a, si, u, 1)); }, "scatter", bad, 5);
+    expect_index_error([&] { eval(scatter_add(a, si, u, 1)); }, "scatter_add", bad, 5);
+    expect_index_error([&] { eval(scatter_prod(a, si, u, 1)); }, "scatter_prod", bad, 5);
+    expect_index_error([&] { eval(scatter_max(a, si, u, 1)); }, "scatter_max", bad, 5);
+    expect_index_error([&] { eval(scatter_min(a, si, u, 1)); }, "scatter_min", bad, 5);
+  }
+  // uint64 values above int64's range do not wrap to negative (valid) indices.
+  auto a = randn({5});
+  auto huge = array({uint64_t(1), (uint64_t(1) << 63) + 3});
+  try {
+    eval(take(a, huge, 0));
+    ADD_FAILURE() << "expected std::out_of_range";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("[take]"), std::string::npos) << e.what();
+  }
+  // A scalar index is checked when take is called (MLX), before any eval.
+  int n = a.shape(0);
+  for (int bad : {n, n + 3, -n - 1, -n - 7}) {
+    expect_throws_naming<std::out_of_range>([&] { take(a, bad, 0); }, "[take]");
+    expect_throws_naming<std::out_of_range>([&] { take(a, bad); }, "[take]");
+  }
+}
+
+TEST(GatherScatter, IndexErrorZeroesTheOutputAndIsRaisedOnce) {
+  auto a = randn({6, 3});
+  int64_t bad;
+  auto idx = with_bad_index({4}, 6, bad);
+  array y = take(a, idx, 0);
+  EXPECT_THROW(eval(y), std::out_of_range);
+  // The failed node holds zeros, and the error does not leak into the next eval.
+  for (double v : to_vector(y)) EXPECT_EQ(v, 0.0);
+  auto good = randint({4}, -6, 5);
+  array z = take(a, good, 0);
+  EXPECT_NO_THROW(eval(z));
+  auto av = to_vector(a), gv = to_vector(good);
+  std::vector<double> want;
+  for (double g : gv) {
+    int r = static_cast<int>(g < 0 ? g + 6 : g);
+    for (int c = 0; c < 3; ++c) want.push_back(av[r * 3 + c]);
+  }
+  expect_close(z, {4, 3}, want, 0, 0);
+  // Through vmap, the batched gather still names take.
+  auto f = vmap([&](const array& x) { return take(x, idx, 0); }, 0);
+  expect_index_error([&] { eval(f(randn({2, 6, 3}))); }, "take", bad, 6);
+  // Through grad: the forward gather fails first, with its own type.
+  auto g = grad([&](const array& x) { return sum(take(x, idx, 0)); });
+  EXPECT_THROW(eval(g(a)), std::out_of_range);
 }
 
 // ---------------------------------------------------------------------------------------

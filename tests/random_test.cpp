@@ -5,6 +5,7 @@
 // drawn from the test's seeded generator (NUVEC_TEST_SEED replays a run).
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -236,6 +237,80 @@ TEST(RandomNormal, MomentsAndKs) {
   EXPECT_NEAR(mean_of(z), -1.0, 6 * 0.5 / std::sqrt(n));
 }
 
+// complex64: real and imaginary parts independent N(0, 1/2) (E|z|^2 = 1), drawn as
+// erfinv of one uniform per part, paired along a trailing axis of 2 (MLX's rule).
+TEST(RandomNormal, Complex64MomentsAndPairing) {
+  const int n = 200000;
+  auto z = random::normal({n}, complex64, fresh_key());
+  ASSERT_EQ(z.dtype(), complex64);
+  ASSERT_EQ(z.shape(), Shape{n});
+  auto re = to_vector(real(z)), im = to_vector(imag(z));
+  // Sample means and variances of N(0, 1/2): standard errors sqrt(1/2n) and sqrt(2/4n)
+  // (both 0.0016 here); 6 of them, so a failure means a wrong rule, not bad luck.
+  const double se = std::sqrt(0.5 / n);
+  EXPECT_NEAR(mean_of(re), 0.0, 6 * se);
+  EXPECT_NEAR(mean_of(im), 0.0, 6 * se);
+  EXPECT_NEAR(var_of(re), 0.5, 6 * se);
+  EXPECT_NEAR(var_of(im), 0.5, 6 * se);
+  double cov = 0;
+  for (int i = 0; i < n; ++i) cov += re[i] * im[i];
+  EXPECT_NEAR(cov / n, 0.0, 6 * 0.5 / std::sqrt(n)); // parts uncorrelated
+  auto half_phi = [](double v) { return 0.5 * std::erfc(-v); }; // CDF of N(0, 1/2)
+  EXPECT_LT(ks_statistic(re, half_phi), ks_bound(n));
+  EXPECT_LT(ks_statistic(im, half_phi), ks_bound(n));
+
+  // The same key's bits: part p of element i is erfinv(u[i, p]), u uniform on (-1, 1).
+  auto k = fresh_key();
+  auto u = random::uniform(array(std::nextafter(-1.0f, 0.0f)), array(1.0f), {3, 4, 2}, float32, k);
+  auto e = to_vector(erfinv(u));
+  auto zk = random::normal({3, 4}, complex64, k);
+  ASSERT_EQ(zk.shape(), (Shape{3, 4}));
+  auto zr = to_vector(real(zk)), zi = to_vector(imag(zk));
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(zr[i], e[2 * i]) << i;
+    EXPECT_EQ(zi[i], e[2 * i + 1]) << i;
+  }
+
+  // loc and scale, real or complex, broadcast over the shape: loc + scale * z.
+  auto loc = array(std::complex<float>(1.0f, -2.0f));
+  auto w = random::normal({n}, complex64, loc, array(3.0f), fresh_key());
+  ASSERT_EQ(w.dtype(), complex64);
+  auto wr = to_vector(real(w)), wi = to_vector(imag(w));
+  EXPECT_NEAR(mean_of(wr), 1.0, 6 * 3 * se);
+  EXPECT_NEAR(mean_of(wi), -2.0, 6 * 3 * se);
+  EXPECT_NEAR(var_of(wr), 4.5, 6 * 9 * se);
+  EXPECT_NEAR(var_of(wi), 4.5, 6 * 9 * se);
+  // A complex scale rotates: i * z swaps the parts (with a sign).
+  auto kk = fresh_key();
+  auto base = random::normal({8}, complex64, kk);
+  auto rot = random::normal({8}, complex64, std::nullopt, array(std::complex<float>(0.0f, 1.0f)), kk);
+  expect_allclose(real(rot), negative(imag(base)), 0, 0);
+  expect_allclose(imag(rot), real(base), 0, 0);
+  // Scalar loc/scale overload: 0 and 1 add nothing; others as arrays of complex64.
+  expect_allclose(real(random::normal({8}, complex64, 0.0f, 1.0f, kk)), real(base), 0, 0);
+  auto shifted = random::normal({8}, complex64, 2.0f, 0.5f, kk);
+  expect_allclose(real(shifted), add(multiply(real(base), array(0.5f)), array(2.0f)), 1e-6, 1e-6);
+  expect_allclose(imag(shifted), multiply(imag(base), array(0.5f)), 1e-6, 1e-6);
+  // Broadcast loc per column.
+  auto cols = random::normal({1000, 2}, complex64, array({-5.0f, 5.0f}), std::nullopt, fresh_key());
+  auto cr = to_vector(mean(real(cols), 0));
+  EXPECT_NEAR(cr[0], -5.0, 0.2);
+  EXPECT_NEAR(cr[1], 5.0, 0.2);
+}
+
+// normal(shape, loc, scale, key) in float32, matching the dtype-first overload.
+TEST(RandomNormal, ScalarLocScaleFloat32Overload) {
+  auto k = fresh_key();
+  auto a = random::normal({64}, 1.5f, 2.0f, k);
+  ASSERT_EQ(a.dtype(), float32);
+  expect_allclose(a, random::normal({64}, float32, array(1.5f), array(2.0f), k), 0, 0);
+  expect_allclose(random::normal({64}, 0.0f, 1.0f, k), random::normal({64}, k), 0, 0);
+  const int n = 200000;
+  auto x = to_vector(random::normal({n}, -3.0f, 0.5f, fresh_key()));
+  EXPECT_NEAR(mean_of(x), -3.0, 6 * 0.5 / std::sqrt(n));
+  EXPECT_NEAR(var_of(x), 0.25, 6 * 0.25 * std::sqrt(2.0 / n));
+}
+
 TEST(RandomDtypes, UniformAndNormal) {
   const int n = 50000;
   for (Dtype t : {float16, bfloat16, float32, float64}) {
@@ -275,6 +350,38 @@ TEST(RandomBernoulli, Frequencies) {
   EXPECT_FALSE(random::bernoulli(array(-1.0f)).item<bool>());
   EXPECT_TRUE(random::bernoulli(array(5.0f)).item<bool>());
   EXPECT_EQ(random::bernoulli(0.3, {3, 3}).shape(), (Shape{3, 3}));
+}
+
+// MLX's scalar-p overloads: bernoulli(p, key) (a scalar) and bernoulli(p, shape, key), p
+// taken as float32; the same bits as the array-p forms for a key.
+TEST(RandomBernoulli, ScalarPOverloads) {
+  auto k = fresh_key();
+  auto s = random::bernoulli(0.3, k);
+  ASSERT_EQ(s.dtype(), bool_);
+  ASSERT_EQ(s.shape(), Shape{});
+  EXPECT_EQ(s.item<bool>(), random::bernoulli(array(0.3f), k).item<bool>());
+  EXPECT_EQ(random::bernoulli(0.3f, k).item<bool>(), s.item<bool>());
+  // p <= 0 never, p >= 1 always, integer p included.
+  for (int i = 0; i < 20; ++i) {
+    auto ki = fresh_key();
+    EXPECT_FALSE(random::bernoulli(0, ki).item<bool>());
+    EXPECT_FALSE(random::bernoulli(-0.5, ki).item<bool>());
+    EXPECT_TRUE(random::bernoulli(1, ki).item<bool>());
+    EXPECT_TRUE(random::bernoulli(2.0f, ki).item<bool>());
+  }
+  auto m = random::bernoulli(0.25, {4, 5}, k);
+  ASSERT_EQ(m.shape(), (Shape{4, 5}));
+  expect_allclose(m, random::bernoulli(array(0.25f), {4, 5}, k), 0, 0);
+  const int n = 200000;
+  double p = std::uniform_real_distribution<double>(0.05, 0.95)(rng());
+  auto f = to_vector(mean(random::bernoulli(p, {n}, fresh_key())));
+  EXPECT_NEAR(f[0], p, 6 * std::sqrt(p * (1 - p) / n)) << "p = " << p;
+  // Without a key the global sequence advances: two scalar draws of p = 0.5 over many
+  // calls are not all equal.
+  int trues = 0;
+  for (int i = 0; i < 64; ++i) trues += random::bernoulli(0.5).item<bool>();
+  EXPECT_GT(trues, 0);
+  EXPECT_LT(trues, 64);
 }
 
 TEST(RandomRandint, RangeAndUniformity) {
@@ -436,6 +543,12 @@ TEST(RandomErrors, BadArgumentsNameTheOp) {
   expect_throws_naming<std::invalid_argument>(
       [&] { random::uniform(zeros({3, 3}), 1.0, {2, 3}, float32, k); }, "[uniform]");
   expect_throws_naming<std::invalid_argument>([&] { random::normal({2}, int32, k); }, "[normal]");
+  expect_throws_naming<std::invalid_argument>([&] { random::normal({2}, complex64, bad_shape_key); }, "[normal]");
+  expect_throws_naming<std::invalid_argument>(
+      [&] { random::normal({2}, complex64, array({1.0f, 2.0f, 3.0f}), std::nullopt, k); }, "[normal]");
+  expect_throws_naming<std::invalid_argument>(
+      [&] { random::bernoulli(array({0.1f, 0.2f}), {3}, k); }, "[bernoulli]");
+  expect_throws_naming<std::invalid_argument>([&] { random::bernoulli(0.5, bad_dtype_key); }, "[bernoulli]");
   expect_throws_naming<std::invalid_argument>(
       [&] { random::normal({2}, array({0u, 0u}, Shape{1, 2})); }, "[normal]");
   expect_throws_naming<std::invalid_argument>(

@@ -1,6 +1,7 @@
 // nuvec tests: sort, argsort, take_along_axis, put_along_axis and scatter_add_axis against
 // references computed here (std::sort/std::stable_sort with NaNs last, index loops), over
-// axes, layouts and dtypes; out-of-range safety; errors; derivatives and batching.
+// axes, layouts and dtypes; out-of-range indices (std::out_of_range at eval); errors;
+// derivatives and batching; the radix paths of long sort and argsort lines.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -223,13 +224,44 @@ TEST(AxisIndexing, PutAlongAxisAndScatterAdd) {
   EXPECT_EQ(scatter_add_axis(zeros({3}, int32), array({1}), array({2.7f}), 0).dtype(), int32);
 }
 
-TEST(AxisIndexing, OutOfRangeIndicesStayInBounds) {
-  auto a = array({10.0, 20.0, 30.0});
-  // Gathers clamp to the nearest end.
-  expect_close(take_along_axis(a, array({5, -7, 1}), 0), {3}, {30.0, 10.0, 20.0});
-  // Scatters skip.
-  expect_close(put_along_axis(a, array({5, -7, 1}), array({1.0, 2.0, 3.0}), 0), {3}, {10.0, 3.0, 30.0});
-  expect_close(scatter_add_axis(a, array({3, -4, -1}), array({1.0, 2.0, 3.0}), 0), {3}, {10.0, 20.0, 33.0});
+// Index values outside [-n, n) throw std::out_of_range at eval naming the op, the value
+// and the axis size; the bad value sits at a random position among valid random indices.
+TEST(AxisIndexing, OutOfRangeIndicesThrowAtEval) {
+  auto expect_index_error = [](auto&& f, const std::string& op, int64_t bad, int64_t n) {
+    try {
+      f();
+      ADD_FAILURE() << "expected std::out_of_range naming " << op;
+    } catch (const std::out_of_range& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("[" + op + "]"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("got " + std::to_string(bad)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("size " + std::to_string(n)), std::string::npos) << msg;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type; message: " << e.what();
+    }
+  };
+  for (Dtype it : {int32, int64, uint8}) {
+    SCOPED_TRACE(::testing::Message() << "index dtype " << it);
+    auto a = randn({3, 7, 4});
+    for (int axis : {0, 1, 2}) {
+      int n = a.shape(axis);
+      Shape is = a.shape();
+      is[axis] = 5;
+      bool uns = issubdtype(it, unsignedinteger);
+      auto v = to_vector(randint(is, uns ? 0 : -n, n - 1, int64));
+      auto pick = to_vector(randint({3}, 0, 1 << 20, int64));
+      size_t at = static_cast<size_t>(pick[0]) % v.size();
+      int64_t off = static_cast<int64_t>(pick[1]) % 5;
+      int64_t bad = (uns || pick[2] > (1 << 19)) ? n + off : -n - 1 - off;
+      v[at] = static_cast<double>(bad);
+      auto idx = astype(array(v.begin(), is, float64), it);
+      expect_index_error([&] { eval(take_along_axis(a, idx, axis)); }, "take_along_axis", bad, n);
+      expect_index_error([&] { eval(put_along_axis(a, idx, randn(is), axis)); }, "put_along_axis", bad, n);
+      expect_index_error([&] { eval(scatter_add_axis(a, idx, array(1.0), axis)); }, "scatter_add_axis", bad, n);
+    }
+  }
+  // An empty axis has no valid index.
+  expect_index_error([] { eval(take_along_axis(zeros({2, 0}), zeros({2, 1}, int32), 1)); }, "take_along_axis", 0, 0);
 }
 
 TEST(AxisIndexing, Errors) {
@@ -384,6 +416,63 @@ TEST(SortLong, RadixPathMatchesComparisonSort) {
     for (int i = 0; i < n; ++i) {
       ASSERT_EQ(gv[2 * i], static_cast<double>(v[i])) << i;
       ASSERT_EQ(gv[2 * i + 1], static_cast<double>(v[i])) << i;
+    }
+  }
+}
+
+// Long lines take argsort's radix path on (key, position) pairs: compare with
+// std::stable_sort of positions (NaNs last, -0 == +0 as `<` says) on random values with
+// NaNs of both signs, zeros of both signs, infinities and many duplicates, at lengths on
+// both sides of the 2048 threshold, over contiguous and strided lines.
+TEST(ArgSortLong, RadixPathMatchesStableSort) {
+  std::mt19937_64& gen = nuvec::testing::rng();
+  auto stable_order = [](const std::vector<double>& v) {
+    std::vector<double> order(v.size());
+    std::vector<size_t> pos(v.size());
+    std::iota(pos.begin(), pos.end(), 0);
+    std::stable_sort(pos.begin(), pos.end(), [&](size_t a, size_t b) { return nan_last_less(v[a], v[b]); });
+    for (size_t i = 0; i < pos.size(); ++i) order[i] = static_cast<double>(pos[i]);
+    return order;
+  };
+  for (int n : {2047, 2048, 5000, 40000}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    // float32: values from a small set (duplicates) mixed with continuous ones.
+    std::vector<float> f(n);
+    std::uniform_real_distribution<float> u(-100.0f, 100.0f);
+    const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.5f, -1.5f};
+    for (auto& x : f) x = gen() % 3 == 0 ? specials[gen() % 8] : (gen() % 2 ? u(gen) : std::round(u(gen) / 10));
+    auto fa = array(f.begin(), {n});
+    expect_close(argsort(fa), {n}, stable_order(std::vector<double>(f.begin(), f.end())), 0, 0);
+    for (Dtype dt : {int32, uint32}) {
+      SCOPED_TRACE(::testing::Message() << dt);
+      // Few distinct values (long runs of ties), with the dtype's extremes.
+      std::vector<double> v(n);
+      for (auto& x : v) {
+        int64_t r = static_cast<int64_t>(gen() % 50);
+        if (dt == int32) {
+          x = static_cast<double>(gen() % 7 == 0 ? static_cast<int32_t>(gen()) : r - 25);
+        } else {
+          x = static_cast<double>(gen() % 7 == 0 ? static_cast<uint32_t>(gen()) : r);
+        }
+      }
+      v[gen() % n] = dt == int32 ? INT32_MIN : 0.0;
+      v[gen() % n] = dt == int32 ? INT32_MAX : UINT32_MAX;
+      // Lines along axis 0 of (n, 3): strided input and output.
+      std::vector<double> cols(3 * static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        cols[3 * i] = v[i];
+        cols[3 * i + 1] = v[n - 1 - i];
+        cols[3 * i + 2] = v[i];
+      }
+      auto a = astype(array(cols.begin(), {n, 3}, float64), dt);
+      auto got = to_vector(argsort(a, 0));
+      std::vector<double> rev(v.rbegin(), v.rend());
+      auto w0 = stable_order(v), w1 = stable_order(rev);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(got[3 * i], w0[i]) << i;
+        ASSERT_EQ(got[3 * i + 1], w1[i]) << i;
+        ASSERT_EQ(got[3 * i + 2], w0[i]) << i;
+      }
     }
   }
 }

@@ -585,17 +585,22 @@ array median(const array& a, int axis, bool keepdims = false, StreamOrDevice s =
 /// a sorted along axis (flattened without axis); NaNs last, as NumPy.
 array sort(const array& a, int axis, StreamOrDevice s = {});
 array sort(const array& a, StreamOrDevice s = {});
-/// The indices (uint32) that sort a along axis; stable.
+/// The indices (uint32) that sort a along axis; stable (equal values keep their order; NaNs
+/// last, -0 equal to +0). Runs: a stable LSD radix sort of (key, position) pairs for
+/// float32/int32/uint32 lines of at least 2048 elements, std::stable_sort otherwise.
 array argsort(const array& a, int axis, StreamOrDevice s = {});
 array argsort(const array& a, StreamOrDevice s = {});
 
 /// a's elements at `indices` along axis (indices broadcast with a except along axis;
 /// negative indices count from the end). Throws std::invalid_argument for non-integer
-/// indices or mismatched ranks.
+/// indices or mismatched ranks, std::out_of_range for the axis; an index outside [-n, n)
+/// makes the next eval throw std::out_of_range naming take_along_axis, the index and n.
 array take_along_axis(const array& a, const array& indices, int axis, StreamOrDevice s = {});
-/// a with values written at indices along axis (last write wins for duplicates).
+/// a with values written at indices along axis (last write wins for duplicates). Throws as
+/// take_along_axis (naming put_along_axis).
 array put_along_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
-/// a with values added at indices along axis (duplicates accumulate).
+/// a with values added at indices along axis (duplicates accumulate). Throws as
+/// take_along_axis (naming scatter_add_axis).
 array scatter_add_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
 
 // ---------------------------------------------------------------------------------------
@@ -828,20 +833,22 @@ array searchsorted(const array& a, const array& v, bool right = false, StreamOrD
 // Indexing (src/ops/gather_scatter.cpp; primitives in src/primitives/gather_scatter.h)
 //
 // Shared rules: indices have any integer dtype; negative indices count from the end of their
-// axis. Indices are data, so their range is not checked when the op records: at run time a
-// gather clamps an out-of-range index (so its whole window fits the axis) and a scatter
-// skips every update element that would land outside the array, so nothing ever reads or
-// writes out of bounds. Errors name the op: std::invalid_argument for dtypes, counts and
-// shapes, std::out_of_range for axes.
+// axis. Index arrays are data, so their range is checked when the kernel runs: an index
+// outside [-n, n) makes the next eval throw std::out_of_range naming the op, the index and
+// n (the failed outputs hold zeros). An index inside the axis whose window overruns it is
+// JAX's dynamic-slice case: a gather moves the start back so the window fits, a scatter
+// drops the part of the window outside the array. Errors name the op: std::invalid_argument
+// for dtypes, counts and shapes, std::out_of_range for axes and indices.
 
 /// The elements of a along `axis` at `indices` (NumPy's take):
 /// out[i..., j, k...] = a[i..., indices[j], k...].
 /// Shape: a.shape[:axis] + indices.shape + a.shape[axis+1:]. Dtype: a's.
-/// Throws std::invalid_argument for non-integer indices, std::out_of_range for the axis.
-/// Source: MLX's take. Runs: gather with one index array, then a transpose (a view).
+/// Throws std::invalid_argument for non-integer indices, std::out_of_range for the axis (and
+/// at eval for an index outside [-n, n)). Source: MLX's take. Runs: gather with one index
+/// array, then a transpose (a view).
 array take(const array& a, const array& indices, int axis, StreamOrDevice s = {});
 /// a's element `index` along axis (negative counts from the end); the axis is dropped.
-/// Throws std::out_of_range for the axis or for an index outside [-n, n).
+/// Throws std::out_of_range for the axis or for an index outside [-n, n), when called (MLX).
 array take(const array& a, int index, int axis, StreamOrDevice s = {});
 /// take of the flattened a: out[j...] = a.flatten()[indices[j...]]. Shape: indices'.
 array take(const array& a, const array& indices, StreamOrDevice s = {});
@@ -855,7 +862,8 @@ array take(const array& a, int index, StreamOrDevice s = {});
 /// Dtype: a's. Throws std::invalid_argument when indices and axes differ in count, axes
 /// repeat, indices are not integers or do not broadcast, or slice_sizes has the wrong length
 /// or a size out of range; std::out_of_range for an axis. Source: MLX's gather.
-/// Runs: the Gather primitive (out-of-range starts are clamped so the window fits).
+/// Runs: the Gather primitive (an index outside [-n, n) throws std::out_of_range at eval; a
+/// start whose window overruns the axis moves back so the window fits).
 array gather(
     const array& a,
     const std::vector<array>& indices,
@@ -871,7 +879,8 @@ array gather(const array& a, const array& indices, int axis, const Shape& slice_
 /// gather. For duplicate positions one of the updates is kept (nuvec: the last in row-major
 /// order of I). Dtype: a's (updates are cast). Throws as gather does, plus
 /// std::invalid_argument for an updates shape that does not fit. Source: MLX's scatter.
-/// Runs: the Scatter primitive (update elements landing out of bounds are skipped).
+/// Runs: the Scatter primitive (an index outside [-n, n) throws std::out_of_range at eval,
+/// naming the scatter op; window elements past the end of an axis are dropped).
 array scatter(
     const array& a,
     const std::vector<array>& indices,
@@ -990,11 +999,14 @@ std::pair<std::vector<std::vector<int>>, std::string> einsum_path(
 /// einsum_path). Source: MLX einsum, NumPy einsum. Runs: matmul per contracted pair.
 array einsum(const std::string& subscripts, const std::vector<array>& operands, StreamOrDevice s = {});
 
-/// The Walsh-Hadamard transform along the last axis, times scale (default 1/sqrt(n)):
-/// out[..., i] = scale * sum_j (-1)^popcount(i & j) a[..., j]. Shapes: as a, whose last axis
-/// n must be a power of two. Dtype: a's if floating, else float32. Throws
-/// std::invalid_argument naming hadamard_transform. Source: MLX hadamard_transform (its
-/// n = 12/20/28 * 2^k sizes are not supported). Runs: log2(n) butterfly steps.
+/// The Hadamard transform along the last axis, times scale (default 1/sqrt(n)):
+/// out[..., :] = scale * (H_m kron H_p) a[..., :] for n = m * p, p = 2^k, m in {1, 12, 20, 28};
+/// H_p[i][j] = (-1)^popcount(i & j) (Sylvester), H_m the fixed order-m matrix MLX uses (from
+/// Sloane's library; H_20 and H_28 are not symmetric), H_1 = [1]. With scale = 1 the matrix
+/// times its transpose is n I. Shapes: as a (at least 1 dimension). Dtype: a's if floating,
+/// else float32. Throws std::invalid_argument naming hadamard_transform for a scalar, an n not
+/// of that form, or complex input. Source: MLX hadamard_transform. Runs: log2(p) butterfly
+/// steps, then one (m x m) matmul; composed of public ops, so vjp/jvp/vmap come from theirs.
 array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt, StreamOrDevice s = {});
 
 /// Matrix product with block masks (blocks of block_size x block_size): out = ((a * Ml) @

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "nuvec/array.h"
@@ -88,10 +89,14 @@ inline array uniform(
 }
 
 /// Normal samples loc + scale * sqrt(2) * erfinv(u), u = uniform(nextafter(-1, 0), 1, shape,
-/// float32, key) (MLX's inverse-CDF formula; erfinv in float32, then cast to dtype).
-/// Shapes: loc and scale broadcast to `shape` (absent: 0 and 1). Dtypes: floating.
-/// Throws std::invalid_argument ("[normal]") for a non-floating dtype or loc/scale that do
-/// not broadcast to shape. Differentiable in loc and scale.
+/// float32, key) (MLX's inverse-CDF formula; erfinv in float32, then cast to dtype; loc and
+/// scale cast to dtype). For complex64: loc + scale * z with z = erfinv(u) for u of shape
+/// `shape` + (2,), the pairs read as (real, imaginary): both parts normal with variance 1/2,
+/// so E|z|^2 = 1; loc and scale (real or complex) are not cast, their promotion with
+/// complex64 gives the dtype (MLX's complex_normal, same bits as MLX for a key).
+/// Shapes: loc and scale broadcast to `shape` (absent: 0 and 1). Dtypes: floating or
+/// complex64. Throws std::invalid_argument ("[normal]") for another dtype, a bad key, or
+/// loc/scale that do not broadcast to shape. Differentiable in loc and scale.
 array normal(
     const Shape& shape,
     Dtype dtype,
@@ -123,7 +128,8 @@ inline array normal(
     StreamOrDevice s = {}) {
   return normal(shape, float32, std::nullopt, std::nullopt, key, s);
 }
-/// normal with scalar loc and scale.
+/// normal with scalar loc and scale, as arrays of dtype; loc = 0 and scale = 1 are passed as
+/// absent (MLX's overload), so they add no node.
 inline array normal(
     const Shape& shape,
     Dtype dtype,
@@ -131,7 +137,18 @@ inline array normal(
     const float scale,
     const std::optional<array>& key = std::nullopt,
     StreamOrDevice s = {}) {
-  return normal(shape, dtype, array(loc, dtype), array(scale, dtype), key, s);
+  auto loc_ = loc == 0 ? std::nullopt : std::make_optional(array(loc, dtype));
+  auto scale_ = scale == 1 ? std::nullopt : std::make_optional(array(scale, dtype));
+  return normal(shape, dtype, loc_, scale_, key, s);
+}
+/// normal with scalar loc and scale, float32.
+inline array normal(
+    const Shape& shape,
+    const float loc,
+    const float scale,
+    const std::optional<array>& key = std::nullopt,
+    StreamOrDevice s = {}) {
+  return normal(shape, float32, loc, scale, key, s);
 }
 
 /// Samples of N(mean, cov): mean + z @ A with z = normal(out_shape + (n,), dtype, key) and
@@ -191,8 +208,13 @@ array bernoulli(
     StreamOrDevice s = {});
 /// bernoulli with p = 0.5, a scalar.
 array bernoulli(const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
-/// bernoulli with a scalar p (float32).
-template <typename T>
+/// bernoulli with a scalar p (any arithmetic type, taken as float32), a scalar result.
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+array bernoulli(T p, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
+  return bernoulli(array(static_cast<float>(p)), key, s);
+}
+/// bernoulli with a scalar p (any arithmetic type, taken as float32) of `shape`.
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
 array bernoulli(
     T p,
     const Shape& shape,

@@ -1,8 +1,8 @@
 // nuvec: MLX's general indexing ops: take, gather, scatter (and its add/prod/max/min forms),
 // masked_scatter (NumPy's place semantics) and slice_update_add/prod/max/min. Shapes follow
 // MLX (gather: broadcast(indices) + slice_sizes; scatter updates: broadcast(indices) +
-// window). Index ranges are checked at run time by the kernels (src/backend/cpu/
-// gather_scatter.cpp): gathers clamp, scatters skip.
+// window). Index values are data, so the kernels (src/backend/cpu/gather_scatter.cpp) check
+// them at run time: outside [-n, n) the next eval throws std::out_of_range naming the op.
 #include <string>
 
 #include "ops/ops_common.h"
@@ -85,7 +85,7 @@ array gather_impl(
   return array(
       concat(ix.ishape, slice_sizes),
       a.dtype(),
-      std::make_shared<Gather>(to_stream(s), ix.axes, slice_sizes),
+      std::make_shared<Gather>(to_stream(s), ix.axes, slice_sizes, op),
       in);
 }
 

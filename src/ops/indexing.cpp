@@ -1,7 +1,7 @@
 // nuvec: take_along_axis, put_along_axis and scatter_add_axis (NumPy's semantics, MLX's
 // broadcasting of the indices against the array along the other axes). Negative indices
-// count from the end; out-of-range indices cannot be seen until the kernel runs, where a
-// gather clamps them and a scatter skips them (src/backend/cpu/indexing.cpp).
+// count from the end; the kernels (src/backend/cpu/indexing.cpp) check them at run time:
+// outside [-n, n) the next eval throws std::out_of_range naming the op.
 #include "ops/ops_common.h"
 
 namespace nuvec {

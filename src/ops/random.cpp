@@ -150,12 +150,25 @@ array normal(
     const std::optional<array>& scale,
     const std::optional<array>& key,
     StreamOrDevice s) {
-  check_floating(dtype, "normal");
+  if (dtype != complex64 && !issubdtype(dtype, floating)) {
+    throw_invalid_argument("normal", "dtype must be a real floating type or complex64; got ", dtype, ".");
+  }
   check_key(key, "normal");
   if (loc) check_broadcasts_to(loc->shape(), shape, "normal", "loc");
   if (scale) check_broadcasts_to(scale->shape(), shape, "normal", "scale");
   array low(std::nextafter(-1.0f, 0.0f), float32);
   array high(1.0f, float32);
+  if (dtype == complex64) {
+    // erfinv of a uniform on (-1, 1) has variance 1/2: one draw per part, paired along a
+    // trailing axis of 2 and read as (real, imaginary), so E|z|^2 = 1.
+    Shape parts = shape;
+    parts.push_back(2);
+    array z = erfinv(uniform(low, high, parts, float32, key, s), s);
+    z = squeeze(view(z, complex64, s), -1, s);
+    if (scale) z = multiply(*scale, z, s);
+    if (loc) z = add(*loc, z, s);
+    return z;
+  }
   array u = uniform(low, high, shape, float32, key, s);
   array applied_scale(std::sqrt(2.0), dtype);
   if (scale) applied_scale = multiply(applied_scale, astype(*scale, dtype, s), s);

@@ -1,8 +1,10 @@
 // nuvec: structured products composed from public ops (so derivatives and batching come from
-// their rules): hadamard_transform (butterfly steps), block_masked_mm (masks expanded to
-// elements), gather_mm (take_along_axis on flattened batches), segmented_mm (masked inner
-// axis). Semantics and signatures are MLX's.
+// their rules): hadamard_transform (butterfly steps, then an order-12/20/28 matrix by matmul),
+// block_masked_mm (masks expanded to elements), gather_mm (take_along_axis on flattened
+// batches), segmented_mm (masked inner axis). Semantics and signatures are MLX's.
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "ops/ops_common.h"
 
@@ -28,24 +30,67 @@ void check_integer(const char* op, const char* what, const array& x) {
 
 } // namespace
 
+namespace {
+
+// Rows of the Hadamard matrices of order 12, 20 and 28 that MLX uses (Sloane's library,
+// neilsloane.com/hadamard): bit k of row j is set where entry (j, k) is +1, else it is -1.
+constexpr uint32_t kHadamard12[12] = {
+    0x0000ffd, 0x0000554, 0x0000c37, 0x0000691, 0x00000df, 0x0000a45,
+    0x0000373, 0x0000919, 0x0000dc3, 0x0000469, 0x000070f, 0x00001a5};
+constexpr uint32_t kHadamard20[20] = {
+    0x006cc21, 0x00d1c42, 0x00ab884, 0x005f108, 0x00b6610, 0x009c83e, 0x003945d,
+    0x007289b, 0x00e5117, 0x00ca60f, 0x00f05ac, 0x00e8b58, 0x00d92b1, 0x00ba163,
+    0x007c2c6, 0x0008592, 0x0010b05, 0x002122a, 0x0042074, 0x00840c9};
+constexpr uint32_t kHadamard28[28] = {
+    0x3296181, 0x6528382, 0xc854704, 0x92a8e08, 0x2751c10, 0x4ca7820, 0x994b0c0,
+    0x4b980bc, 0x9534178, 0x2a6c271, 0x54d8463, 0xa9b0847, 0x536500f, 0xa4ce01e,
+    0x7804cda, 0xf009935, 0xe21326a, 0xc6224d5, 0x8e409ab, 0x1e81356, 0x3d0262d,
+    0x030ed66, 0x041dacd, 0x083b51b, 0x1072ab6, 0x20e15ec, 0x41c2b59, 0x81856b3};
+
+// The m x m matrix of order m (12, 20 or 28) as float64 +-1 entries.
+array hadamard_matrix(int m) {
+  const uint32_t* rows = m == 12 ? kHadamard12 : m == 20 ? kHadamard20 : kHadamard28;
+  std::vector<double> h(static_cast<size_t>(m) * m);
+  for (int j = 0; j < m; ++j) {
+    for (int k = 0; k < m; ++k) h[j * m + k] = (rows[j] >> k) & 1u ? 1.0 : -1.0;
+  }
+  return array(h.begin(), {m, m}, float64);
+}
+
+} // namespace
+
 array hadamard_transform(const array& a, std::optional<float> scale, StreamOrDevice s) {
   const char* op = "hadamard_transform";
   if (a.ndim() == 0) throw_invalid_argument(op, "input must have at least 1 dimension; got shape ().");
-  int n = a.shape(-1);
-  if (n < 1 || (n & (n - 1)) != 0) {
-    throw_invalid_argument(op, "the last axis must have a power-of-two length; got ", n, ".");
+  const int n = a.shape(-1);
+  // n = m * 2^k with m the first of 1, 12, 20, 28 leaving a power of two (at most one does).
+  int m = 0;
+  for (int f : {1, 12, 20, 28}) {
+    if (n > 0 && n % f == 0 && ((n / f) & (n / f - 1)) == 0) {
+      m = f;
+      break;
+    }
+  }
+  if (m == 0) {
+    throw_invalid_argument(
+        op, "the last axis must have length m * 2^k with m in {1, 12, 20, 28}; got ", n, ".");
   }
   Dtype dtype = float_result_type(a.dtype());
   if (dtype == complex64) throw_invalid_argument(op, "input must be real; got complex64.");
   array x = astype(a, dtype, s);
-  Shape shape = x.shape();
-  int rows = n == 0 ? 0 : static_cast<int>(x.size() / n);
-  // Step h combines elements h apart inside blocks of 2h: (u, v) -> (u + v, u - v).
-  for (int h = 1; h < n; h *= 2) {
-    array y = reshape(x, {rows, n / (2 * h), 2, h}, s);
-    array u = slice(y, {0, 0, 0, 0}, {rows, n / (2 * h), 1, h}, s);
-    array v = slice(y, {0, 0, 1, 0}, {rows, n / (2 * h), 2, h}, s);
+  const Shape shape = x.shape();
+  const int p = n / m; // the 2^k factor, along the fastest-varying part of the axis
+  const int rows = static_cast<int>(x.size() / n);
+  // Sylvester part, step h: elements h apart inside blocks of 2h become (u + v, u - v).
+  for (int h = 1; h < p; h *= 2) {
+    array y = reshape(x, {rows, m * p / (2 * h), 2, h}, s);
+    array u = slice(y, {0, 0, 0, 0}, {rows, m * p / (2 * h), 1, h}, s);
+    array v = slice(y, {0, 0, 1, 0}, {rows, m * p / (2 * h), 2, h}, s);
     x = concatenate({add(u, v, s), subtract(u, v, s)}, 2, s);
+  }
+  // The order-m part mixes the m blocks of length p: (H_m kron H_p) x, with H_m in front.
+  if (m > 1) {
+    x = matmul(astype(hadamard_matrix(m), dtype, s), reshape(x, {rows, m, p}, s), s);
   }
   x = reshape(x, shape, s);
   // The default scale in double, so float64 inputs keep their precision.

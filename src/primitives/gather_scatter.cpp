@@ -29,12 +29,13 @@ array gather_node(
     const array& a,
     const std::vector<array>& idx,
     const std::vector<int>& axes,
-    const Shape& slice_sizes) {
+    const Shape& slice_sizes,
+    const char* op = "gather") {
   Shape ishape = idx.empty() ? Shape{} : idx[0].shape();
   std::vector<array> in{a};
   in.insert(in.end(), idx.begin(), idx.end());
   return array(
-      concat_shapes(ishape, slice_sizes), a.dtype(), std::make_shared<Gather>(s, axes, slice_sizes), in);
+      concat_shapes(ishape, slice_sizes), a.dtype(), std::make_shared<Gather>(s, axes, slice_sizes, op), in);
 }
 
 array scatter_node(
@@ -125,7 +126,7 @@ std::vector<array> Gather::jvp(
     const std::vector<int>& argnums) {
   std::vector<array> idx(primals.begin() + 1, primals.end());
   for (size_t i = 0; i < argnums.size(); ++i) {
-    if (argnums[i] == 0) return {gather_node(stream(), tangents[i], idx, axes_, slice_sizes_)};
+    if (argnums[i] == 0) return {gather_node(stream(), tangents[i], idx, axes_, slice_sizes_, op_)};
   }
   return {zeros(output_shapes(primals)[0], primals[0].dtype())};
 }
@@ -135,7 +136,7 @@ std::pair<std::vector<array>, std::vector<int>> Gather::vmap(
     const std::vector<int>& axes) {
   if (!any_batched(axes)) {
     std::vector<array> idx(inputs.begin() + 1, inputs.end());
-    return {{gather_node(stream(), inputs[0], idx, axes_, slice_sizes_)}, {-1}};
+    return {{gather_node(stream(), inputs[0], idx, axes_, slice_sizes_, op_)}, {-1}};
   }
   auto b = batch_first(inputs, axes);
   const int n = batch_size(inputs, axes);
@@ -149,7 +150,7 @@ std::pair<std::vector<array>, std::vector<int>> Gather::vmap(
   Shape sizes{1};
   sizes.insert(sizes.end(), slice_sizes_.begin(), slice_sizes_.end());
   // Output (B, I..., 1, window...): drop the batch axis's size-1 window.
-  array out = gather_node(stream(), b[0], idx, new_axes, sizes);
+  array out = gather_node(stream(), b[0], idx, new_axes, sizes, op_);
   return {{squeeze(out, 1 + r0)}, {0}};
 }
 

@@ -9,18 +9,21 @@
 namespace nuvec {
 
 /// Windows of a at index positions: inputs (a, idx_0, ..., idx_{k-1}), the indices already
-/// broadcast to one shape I (any integer dtypes); output I + slice_sizes.
+/// broadcast to one shape I (any integer dtypes); output I + slice_sizes. `op` is the public
+/// op that recorded it ("gather", "take"), named by the kernel's index range error.
 class Gather : public Primitive {
  public:
-  Gather(Stream stream, std::vector<int> axes, Shape slice_sizes)
-      : Primitive(stream), axes_(std::move(axes)), slice_sizes_(std::move(slice_sizes)) {}
+  Gather(Stream stream, std::vector<int> axes, Shape slice_sizes, const char* op = "gather")
+      : Primitive(stream), axes_(std::move(axes)), slice_sizes_(std::move(slice_sizes)), op_(op) {}
   const std::vector<int>& axes() const { return axes_; }
   const Shape& slice_sizes() const { return slice_sizes_; }
+  const char* op() const { return op_; }
   NUVEC_PRIMITIVE_RULES()
 
  private:
   std::vector<int> axes_; // normalised, unique
   Shape slice_sizes_;     // one per dimension of a
+  const char* op_;        // a string literal; diagnostic only (not part of equivalence)
 };
 
 /// How a scatter combines an update with the value already at its position. (The axis

@@ -1,12 +1,14 @@
 // nuvec: CPU kernels of Gather, Scatter (None/Sum/Prod/Max/Min) and MaskedRank. Negative
-// indices count from the end. Indices are data, unknown when the op records the node, so
-// the kernels stay in bounds by themselves: a gather clamps each start so its window fits
-// the axis; a scatter skips every update element whose position falls outside the array.
+// indices count from the end; an index outside [-n, n) throws std::out_of_range naming the
+// op (index_range.h). A start inside the axis whose window overruns it is JAX's dynamic
+// slice case: a gather shifts the start back so the window fits, a scatter drops the part
+// of the window outside the array.
 #include <algorithm>
 #include <stdexcept>
 
 #include "backend/common/dispatch.h"
 #include "backend/common/strided.h"
+#include "backend/cpu/index_range.h"
 #include "primitives/gather_scatter.h"
 
 namespace nuvec {
@@ -23,7 +25,7 @@ std::vector<int64_t> load_indices(const array& idx) {
       const I* p = static_cast<const I*>(idx.raw_data());
       size_t k = 0;
       for_each_run<1>(plan, [&](const int64_t* off, int64_t n, const int64_t* st) {
-        for (int64_t i = 0; i < n; ++i) out[k++] = static_cast<int64_t>(p[off[0] + i * st[0]]);
+        for (int64_t i = 0; i < n; ++i) out[k++] = cpu::index_value(p[off[0] + i * st[0]]);
       });
     } else {
       throw std::invalid_argument("[Gather/Scatter] indices must have an integer dtype.");
@@ -36,6 +38,18 @@ std::vector<std::vector<int64_t>> load_all(const std::vector<array>& inputs, siz
   std::vector<std::vector<int64_t>> out;
   for (size_t j = 0; j < count; ++j) out.push_back(load_indices(inputs[first + j]));
   return out;
+}
+
+// The public op a scatter mode comes from, for error messages.
+const char* scatter_op(ScatterMode mode) {
+  switch (mode) {
+    case ScatterMode::None: return "scatter";
+    case ScatterMode::Sum: return "scatter_add";
+    case ScatterMode::Prod: return "scatter_prod";
+    case ScatterMode::Max: return "scatter_max";
+    case ScatterMode::Min: return "scatter_min";
+  }
+  return "scatter";
 }
 
 template <typename T>
@@ -78,7 +92,8 @@ void Gather::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
   const int64_t n_idx = k > 0 ? static_cast<int64_t>(inputs[1].size()) : 1;
   int64_t window = 1;
   for (auto s : slice_sizes_) window *= s;
-  // Clamping to [0, n - size] keeps the window inside (size <= n is checked by the op).
+  // A start above n - size moves down to it, keeping the window inside (size <= n is
+  // checked by the op).
   std::vector<int64_t> hi(k), st(k);
   for (size_t j = 0; j < k; ++j) {
     hi[j] = a.shape()[axes_[j]] - slice_sizes_[axes_[j]];
@@ -91,9 +106,8 @@ void Gather::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
     for (int64_t i = 0; i < n_idx; ++i) {
       int64_t base = 0;
       for (size_t j = 0; j < k; ++j) {
-        int64_t v = idx[j][i];
-        if (v < 0) v += a.shape()[axes_[j]];
-        base += std::clamp<int64_t>(v, 0, hi[j]) * st[j];
+        int64_t v = cpu::checked_index(idx[j][i], a.shape()[axes_[j]], axes_[j], op_);
+        base += std::min(v, hi[j]) * st[j];
       }
       T* o = dst + i * window;
       if (window == 1) {
@@ -139,9 +153,8 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
     for (int64_t i = 0; i < n_idx; ++i) {
       std::fill(start.begin(), start.end(), 0);
       for (size_t j = 0; j < k; ++j) {
-        int64_t v = idx[j][i];
-        if (v < 0) v += a.shape()[axes_[j]];
-        start[axes_[j]] = v;
+        start[axes_[j]] =
+            cpu::checked_index(idx[j][i], a.shape()[axes_[j]], axes_[j], scatter_op(mode_));
       }
       // The part of the window that lands inside the array; the rest is skipped.
       bool empty = false;

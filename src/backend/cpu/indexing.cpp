@@ -1,12 +1,11 @@
 // nuvec: CPU kernels of GatherAxis (take_along_axis) and ScatterAxis (put_along_axis,
-// scatter_add_axis). Negative indices count from the end. Indices are data, unknown when
-// the op records the node, so the kernels stay in bounds by themselves: a gather clamps an
-// out-of-range index to the nearest end of the axis (zero from an empty axis), a scatter
-// skips it.
+// scatter_add_axis). Negative indices count from the end; an index outside [-n, n) throws
+// std::out_of_range naming the op (index_range.h).
 #include <stdexcept>
 
 #include "backend/common/dispatch.h"
 #include "backend/common/strided.h"
+#include "backend/cpu/index_range.h"
 #include "primitives/primitives.h"
 
 namespace nuvec {
@@ -80,13 +79,8 @@ void GatherAxis::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
       for_each_line<3>(
           out.shape(), axis_, {a.strides(), idx.strides(), out_strides}, [&](const int64_t* off) {
             for (int64_t j = 0; j < m; ++j) {
-              int64_t k = static_cast<int64_t>(ip[off[1] + j * i_st]);
-              if (k < 0) k += n;
-              if (n == 0) {
-                dst[off[2] + j * o_st] = T{};
-                continue;
-              }
-              k = std::clamp<int64_t>(k, 0, n - 1);
+              int64_t k = cpu::checked_index(
+                  cpu::index_value(ip[off[1] + j * i_st]), n, axis_, "take_along_axis");
               dst[off[2] + j * o_st] = src[off[0] + k * a_st];
             }
           });
@@ -110,6 +104,7 @@ void ScatterAxis::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
   Strides o_lines = out_strides;
   const int64_t o_st = out_strides[axis_];
   const int64_t i_st = idx.strides()[axis_], u_st = upd.strides()[axis_];
+  const char* op = reduce_ == ScatterReduce::None ? "put_along_axis" : "scatter_add_axis";
   dispatch_all_types(a.dtype(), [&]<typename T>() {
     T* dst = static_cast<T*>(out.raw_data());
     const T* up = static_cast<const T*>(upd.raw_data());
@@ -119,9 +114,8 @@ void ScatterAxis::eval_cpu(const std::vector<array>& inputs, std::vector<array>&
           idx.shape(), axis_, {idx.strides(), upd.strides(), o_lines}, [&](const int64_t* off) {
             // In order along the axis, so the last of duplicate indices wins for None.
             for (int64_t j = 0; j < m; ++j) {
-              int64_t k = static_cast<int64_t>(ip[off[0] + j * i_st]);
-              if (k < 0) k += n;
-              if (k < 0 || k >= n) continue;
+              int64_t k =
+                  cpu::checked_index(cpu::index_value(ip[off[0] + j * i_st]), n, axis_, op);
               T& slot = dst[off[2] + k * o_st];
               switch (reduce_) {
                 case ScatterReduce::None: slot = up[off[1] + j * u_st]; break;

@@ -1,5 +1,6 @@
 // nuvec: CPU kernels of Sort and ArgSort along one axis. NaNs sort last (NumPy); complex
-// values sort lexicographically; argsort is stable (equal values keep their order).
+// values sort lexicographically; argsort is stable (equal values keep their order). Long
+// float32/int32/uint32 lines use an LSD radix sort (argsort: on (key, position) pairs).
 #include <cstring>
 #include <algorithm>
 #include <cmath>
@@ -38,6 +39,8 @@ void for_each_line(const array& in, int axis, F&& f) {
 // LSD radix sort for 32-bit keys (float32, int32, uint32 lines of at least kRadixMin
 // elements): an order-preserving map to uint32, four 8-bit counting passes (skipping digits
 // all keys share), and the map back. About 10x faster than comparison sorting at 10^6.
+// Argsort sorts (key << 32 | position) words on their upper half: counting passes are
+// stable, so equal keys keep ascending positions, as std::stable_sort does.
 constexpr int64_t kRadixMin = 2048;
 
 template <typename T>
@@ -75,27 +78,31 @@ T from_radix_key(uint32_t k) {
   }
 }
 
-void radix_sort_keys(uint32_t* keys, uint32_t* scratch, size_t n) {
+// Sorts words (uint32 keys, or uint64 pairs with the key in bits 32-63) by the 32-bit key
+// starting at bit `shift`; `scratch` holds n words.
+template <typename W>
+void radix_sort_words(W* words, W* scratch, size_t n, int shift) {
   std::vector<size_t> count(4 * 256, 0);
   for (size_t i = 0; i < n; ++i) {
-    uint32_t k = keys[i];
+    uint32_t k = static_cast<uint32_t>(words[i] >> shift);
     for (int p = 0; p < 4; ++p) count[p * 256 + ((k >> (8 * p)) & 255u)]++;
   }
-  uint32_t* src = keys;
-  uint32_t* dst = scratch;
+  W* src = words;
+  W* dst = scratch;
   for (int p = 0; p < 4; ++p) {
+    const int sh = shift + 8 * p;
     size_t* c = &count[p * 256];
-    if (c[(src[0] >> (8 * p)) & 255u] == n) continue; // every key has this digit
+    if (c[(src[0] >> sh) & 255u] == n) continue; // every key has this digit
     size_t sum = 0;
     for (int d = 0; d < 256; ++d) {
       size_t t = c[d];
       c[d] = sum;
       sum += t;
     }
-    for (size_t i = 0; i < n; ++i) dst[c[(src[i] >> (8 * p)) & 255u]++] = src[i];
+    for (size_t i = 0; i < n; ++i) dst[c[(src[i] >> sh) & 255u]++] = src[i];
     std::swap(src, dst);
   }
-  if (src != keys) std::memcpy(keys, src, n * sizeof(uint32_t));
+  if (src != words) std::memcpy(words, src, n * sizeof(W));
 }
 
 // Sorts (values) or argsorts (indices) every line along axis into out.
@@ -112,9 +119,25 @@ void sort_lines(const array& in, array& out, int axis) {
     std::unique_ptr<T[]> line(new T[std::max<int64_t>(n, 1)]);
     std::vector<uint32_t> order(n);
     std::vector<uint32_t> keys; // radix keys and their scratch half, for long lines
+    std::vector<uint64_t> pairs; // the same for argsort: (key << 32 | position)
     for_each_line(in, axis, [&](int64_t ioff, int64_t ooff) {
       for (int64_t i = 0; i < n; ++i) line[i] = src[ioff + i * in_stride];
       if constexpr (indices) {
+        if constexpr (radix_sortable_v<T>) {
+          if (n >= kRadixMin) {
+            pairs.resize(2 * n);
+            for (int64_t i = 0; i < n; ++i) {
+              T v = line[i];
+              // -0 and +0 compare equal, so they must tie (keep positions) here too.
+              if constexpr (std::is_same_v<T, float>) v = v == 0.0f ? 0.0f : v;
+              pairs[i] = (static_cast<uint64_t>(to_radix_key(v)) << 32) | static_cast<uint64_t>(i);
+            }
+            radix_sort_words(pairs.data(), pairs.data() + n, static_cast<size_t>(n), 32);
+            auto* dst = static_cast<uint32_t*>(out.raw_data()) + ooff;
+            for (int64_t i = 0; i < n; ++i) dst[i * out_stride] = static_cast<uint32_t>(pairs[i]);
+            return;
+          }
+        }
         std::iota(order.begin(), order.end(), 0u);
         std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
           return nan_last_less<T>(line[a], line[b]);
@@ -126,7 +149,7 @@ void sort_lines(const array& in, array& out, int axis) {
           if (n >= kRadixMin) {
             keys.resize(2 * n);
             for (int64_t i = 0; i < n; ++i) keys[i] = to_radix_key(line[i]);
-            radix_sort_keys(keys.data(), keys.data() + n, static_cast<size_t>(n));
+            radix_sort_words(keys.data(), keys.data() + n, static_cast<size_t>(n), 0);
             T* dst = static_cast<T*>(out.raw_data()) + ooff;
             for (int64_t i = 0; i < n; ++i) dst[i * out_stride] = from_radix_key<T>(keys[i]);
             return;
