@@ -6,6 +6,8 @@ test accuracies and both training throughputs (images/s) with their ratio.
 
 Usage: bench/mnist_torch.py [--epochs N] [--batch-size N] [--lr X] [--seed N] [--data DIR]
                             [--nuvec PATH] [--threads N] [--skip-nuvec] [--skip-torch]
+                            [--device cpu|gpu]
+--device gpu trains both on the GPU (PyTorch on "cuda", nuvec-mnist with --device gpu).
 Needs Debian's python3-torch (apt-get install -y python3-torch); run with /usr/bin/python3.
 """
 import argparse
@@ -64,11 +66,12 @@ def train_torch(args):
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
-    x_train, y_train, x_test, y_test = (torch.from_numpy(a) for a in load(args.data))
+    dev = "cuda" if args.device == "gpu" else "cpu"
+    x_train, y_train, x_test, y_test = (torch.from_numpy(a).to(dev) for a in load(args.data))
     model = torch.nn.Sequential(
         torch.nn.Linear(784, 512), torch.nn.ReLU(),
         torch.nn.Linear(512, 256), torch.nn.ReLU(),
-        torch.nn.Linear(256, 10))
+        torch.nn.Linear(256, 10)).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     n = x_train.shape[0]
     steps = args.epochs * ((n + args.batch_size - 1) // args.batch_size)
@@ -81,7 +84,7 @@ def train_torch(args):
     train_seconds = 0.0
     acc = 0.0
     for epoch in range(1, args.epochs + 1):
-        perm = torch.randperm(n, generator=gen)
+        perm = torch.randperm(n, generator=gen).to(dev)
         model.train()
         t0 = time.perf_counter()
         total = 0.0
@@ -109,7 +112,8 @@ def run_nuvec(args):
     with tempfile.TemporaryDirectory() as out:
         cmd = [args.nuvec, "--model", "mlp", "--epochs", str(args.epochs),
                "--batch-size", str(args.batch_size), "--lr", str(args.lr),
-               "--seed", str(args.seed), "--schedule", args.schedule, "--data", args.data, "--out", out, "--no-plot", "--no-progress"]
+               "--seed", str(args.seed), "--schedule", args.schedule, "--data", args.data, "--out", out, "--no-plot", "--no-progress",
+               "--device", args.device]
         print("running:", " ".join(cmd), flush=True)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout.splitlines():
@@ -136,6 +140,7 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: PyTorch's)")
     p.add_argument("--skip-nuvec", action="store_true")
     p.add_argument("--skip-torch", action="store_true")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     args = p.parse_args()
 
     results = {}

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <complex>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -167,16 +169,22 @@ class array {
   }
 
   /// Owner of a buffer: frees it through its deleter when the last view goes.
+  ///
+  /// nuvec's addition for GPUs without unified memory: the bytes can live on the host
+  /// (`buffer`), on the GPU (`device`) or both. The backend makes the missing copy on first
+  /// use (src/backend/cuda/residency.cpp); arrays are immutable once evaluated, so the two
+  /// copies never diverge. `nbytes` is the allocation's extent, which both copies share.
   struct Data {
-    allocator::Buffer buffer;
+    allocator::Buffer buffer; // host copy; null while the data lives only on the GPU
     Deleter d;
+    std::atomic<void*> device{nullptr}; // GPU copy (backend allocator), or null
+    size_t nbytes{0};
+    std::mutex residency_mtx; // serialises making the missing copy
     Data(allocator::Buffer buffer, Deleter d = allocator::free)
         : buffer(buffer), d(std::move(d)) {}
     Data(const Data&) = delete;
     Data& operator=(const Data&) = delete;
-    ~Data() {
-      if (d) d(buffer);
-    }
+    ~Data();
   };
 
   struct Flags {
@@ -218,18 +226,23 @@ class array {
   int64_t offset() const { return array_desc_->offset; }
 
   /// Pointer to the first element (evaluates the array if it is unscheduled).
+  /// Data living only on a GPU is copied to the host first.
   template <typename T>
   T* data() {
     ensure_evaluated();
-    return static_cast<T*>(array_desc_->data_ptr);
+    return static_cast<T*>(raw_data());
   }
   template <typename T>
   const T* data() const {
     const_cast<array*>(this)->ensure_evaluated();
-    return static_cast<const T*>(array_desc_->data_ptr);
+    return static_cast<const T*>(raw_data());
   }
-  /// The element pointer without evaluating (for kernels).
-  void* raw_data() const { return array_desc_->data_ptr; }
+  /// The host element pointer without evaluating (for kernels); copies GPU-only data to
+  /// the host first.
+  void* raw_data() const {
+    void* p = array_desc_->data_ptr;
+    return (p || !array_desc_->data) ? p : host_data_slow();
+  }
 
   enum class Status {
     unscheduled, // not yet handed to a stream
@@ -268,6 +281,17 @@ class array {
   /// A view with other's layout.
   void copy_shared_buffer(const array& other);
 
+  /// Gives the array `nbytes` of GPU memory from the backend allocator (no host copy until
+  /// the host reads it), row-contiguous or with explicit layout. Freed through
+  /// gpu::free_device with the last view.
+  void set_device_data(void* device_ptr, size_t nbytes);
+  void set_device_data(
+      void* device_ptr,
+      size_t nbytes,
+      size_t data_size,
+      Strides strides,
+      Flags flags);
+
   /// Replaces this descriptor's layout and buffer with other's (keeps primitive and inputs).
   void overwrite_descriptor(const array& other) { array_desc_ = other.array_desc_; }
 
@@ -277,6 +301,7 @@ class array {
 
  private:
   void ensure_evaluated();
+  void* host_data_slow() const;
   // Drops the node (primitive, inputs, sibling links) from a and all its siblings; returns
   // the handles it held, for the caller to release without recursion.
   static std::vector<array> unlink_node(array& a);

@@ -1,6 +1,8 @@
 // nuvec: memory accounting and limits (MLX's memory.h API). Buffers come from a caching
 // allocator (src/core/allocator.cpp); "active" counts live buffers, "cache" freed ones kept
-// for reuse.
+// for reuse. With the CUDA backend, every figure is the host allocator's plus the device
+// allocator's (GPU memory is plain device memory, never managed memory), so the peak is an
+// upper bound of the true combined peak.
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,7 @@
 // or by src/backend/no_gpu in a CPU-only build).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -18,5 +19,22 @@ const std::unordered_map<std::string, std::variant<std::string, size_t>>& device
 void eval(array& arr);
 /// Flushes work recorded on a GPU stream.
 void finalize(Stream s);
+/// Blocks the calling thread until the GPU has executed everything `s` submitted (called on
+/// s's worker before an event on s is signaled).
+void synchronize(Stream s);
+
+/// Makes `data` readable on the host: copies its GPU-only bytes into a new host buffer.
+/// The caller must know the GPU work that wrote them is done (an event or stream order).
+void ensure_host(array::Data& data);
+/// Returns a GPU allocation of `nbytes` to the backend's caching allocator.
+void free_device(void* ptr, size_t nbytes);
+
+/// Device-memory figures of the backend's allocator, in bytes (0 without a GPU); the memory
+/// API adds them to the host allocator's.
+size_t active_memory();
+size_t peak_memory();
+void reset_peak_memory();
+size_t cache_memory();
+void clear_cache();
 
 } // namespace nuvec::gpu

@@ -15,6 +15,7 @@
 #include <vector>
 #include <algorithm>
 
+#include "backend/gpu.h"
 #include "nuvec/memory.h"
 
 namespace nuvec {
@@ -156,20 +157,24 @@ size_t size(Buffer buffer) {
 } // namespace allocator
 
 size_t get_active_memory() {
+  size_t device = gpu::active_memory();
   std::lock_guard<std::mutex> lk(alloc().mtx_);
-  return alloc().active_memory_;
+  return alloc().active_memory_ + device;
 }
 size_t get_peak_memory() {
+  size_t device = gpu::peak_memory();
   std::lock_guard<std::mutex> lk(alloc().mtx_);
-  return alloc().peak_memory_;
+  return alloc().peak_memory_ + device;
 }
 void reset_peak_memory() {
+  gpu::reset_peak_memory();
   std::lock_guard<std::mutex> lk(alloc().mtx_);
   alloc().peak_memory_ = alloc().active_memory_;
 }
 size_t get_cache_memory() {
+  size_t device = gpu::cache_memory();
   std::lock_guard<std::mutex> lk(alloc().mtx_);
-  return alloc().cache_memory_;
+  return alloc().cache_memory_ + device;
 }
 size_t set_memory_limit(size_t limit) {
   std::lock_guard<std::mutex> lk(alloc().mtx_);
@@ -193,6 +198,7 @@ size_t set_wired_limit(size_t limit) {
   return std::exchange(wired, limit);
 }
 void clear_cache() {
+  gpu::clear_cache();
   alloc().clear();
 }
 

@@ -2,6 +2,8 @@
 // (semantics of MLX's array.cpp; destruction is iterative so deep graphs free safely).
 #include "nuvec/array.h"
 
+#include "backend/gpu.h"
+
 #include <sstream>
 
 #include "backend/common/dispatch.h"
@@ -311,8 +313,39 @@ bool array::is_tracer() const {
   return (array_desc_->is_tracer && detail::in_tracing()) || detail::retain_graph();
 }
 
+array::Data::~Data() {
+  if (d && buffer.ptr()) d(buffer);
+  if (void* p = device.load()) gpu::free_device(p, nbytes);
+}
+
+void* array::host_data_slow() const {
+  gpu::ensure_host(*array_desc_->data);
+  array_desc_->data_ptr =
+      static_cast<char*>(array_desc_->data->buffer.raw_ptr()) +
+      array_desc_->offset * int64_t(itemsize());
+  return array_desc_->data_ptr;
+}
+
+void array::set_device_data(void* device_ptr, size_t nbytes) {
+  set_data(allocator::Buffer(nullptr));
+  array_desc_->data->device = device_ptr;
+  array_desc_->data->nbytes = nbytes;
+}
+
+void array::set_device_data(
+    void* device_ptr,
+    size_t nbytes,
+    size_t data_size,
+    Strides strides,
+    Flags flags) {
+  set_data(allocator::Buffer(nullptr), data_size, std::move(strides), flags);
+  array_desc_->data->device = device_ptr;
+  array_desc_->data->nbytes = nbytes;
+}
+
 void array::set_data(allocator::Buffer buffer, Deleter d) {
   array_desc_->data = std::make_shared<Data>(buffer, std::move(d));
+  array_desc_->data->nbytes = size() * itemsize();
   array_desc_->data_ptr = buffer.raw_ptr();
   array_desc_->data_size = size();
   array_desc_->offset = 0;
@@ -331,6 +364,7 @@ void array::set_data(
     Flags flags,
     Deleter d) {
   array_desc_->data = std::make_shared<Data>(buffer, std::move(d));
+  array_desc_->data->nbytes = data_size * itemsize();
   array_desc_->data_ptr = buffer.raw_ptr();
   array_desc_->data_size = data_size;
   array_desc_->offset = 0;
@@ -349,8 +383,10 @@ void array::copy_shared_buffer(
   array_desc_->flags = flags;
   array_desc_->data_size = data_size;
   array_desc_->offset = other.array_desc_->offset + offset;
-  array_desc_->data_ptr =
-      static_cast<char*>(other.array_desc_->data_ptr) + offset * int64_t(itemsize());
+  // Null while the data lives only on a GPU: raw_data() resolves it from the offset.
+  array_desc_->data_ptr = other.array_desc_->data_ptr
+      ? static_cast<char*>(other.array_desc_->data_ptr) + offset * int64_t(itemsize())
+      : nullptr;
 }
 
 void array::copy_shared_buffer(const array& other) {

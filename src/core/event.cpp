@@ -1,10 +1,11 @@
-// nuvec: CPU events: a counter with a condition variable, signaled and waited on through
+// nuvec: events (host-side for CPU and GPU streams): a counter with a condition variable, signaled and waited on through
 // the stream workers (MLX's event semantics).
 #include "nuvec/event.h"
 
 #include <condition_variable>
 #include <mutex>
 
+#include "backend/gpu.h"
 #include "core/scheduler.h"
 
 namespace nuvec {
@@ -45,7 +46,12 @@ void Event::wait(Stream stream) {
 }
 
 void Event::signal(Stream stream) {
-  scheduler::enqueue(stream, [ev = event_, v = value_] { state(ev).signal(v); });
+  // On a GPU stream the worker has only launched the kernels: the event may be signaled
+  // once the device has run them, so the worker waits for the CUDA stream first.
+  scheduler::enqueue(stream, [ev = event_, v = value_, stream] {
+    if (stream.device == Device::gpu) gpu::synchronize(stream);
+    state(ev).signal(v);
+  });
 }
 
 bool Event::is_signaled() const {

@@ -1,13 +1,11 @@
 // nuvec: CPU node execution. A kernel error cannot propagate from a worker thread, so it is
-// recorded, the outputs get zeroed buffers (nothing reads unallocated memory), and the next
-// eval on the host rethrows it.
+// recorded with its type (std::exception_ptr), the outputs get fresh zeroed buffers (nothing
+// reads unallocated or half-written memory), and the next eval on the host rethrows it.
 #include "backend/cpu/eval.h"
 
 #include <cstring>
+#include <exception>
 #include <mutex>
-#include <optional>
-#include <stdexcept>
-#include <string>
 
 #include "core/scheduler.h"
 #include "nuvec/primitives.h"
@@ -16,7 +14,7 @@ namespace nuvec::cpu {
 
 namespace {
 std::mutex error_mtx;
-std::optional<std::string> first_error;
+std::exception_ptr first_error;
 } // namespace
 
 void eval(array& arr) {
@@ -30,30 +28,32 @@ void eval(array& arr) {
       [p = arr.primitive_ptr(), inputs = std::move(inputs), outputs = arr.outputs(), s]() mutable {
         try {
           p->eval_cpu(inputs, outputs);
-        } catch (const std::exception& e) {
-          {
-            std::lock_guard<std::mutex> lk(error_mtx);
-            if (!first_error) first_error = std::string(e.what());
-          }
+        } catch (...) {
+          record_kernel_error(std::current_exception());
+          // A kernel may have failed after allocating or partly writing (or sharing an
+          // input's buffer); a new buffer leaves the inputs untouched.
           for (auto& o : outputs) {
-            if (!o.data_shared_ptr()) {
-              auto buf = allocator::malloc(o.nbytes());
-              std::memset(buf.raw_ptr(), 0, o.nbytes());
-              o.set_data(buf);
-            }
+            auto buf = allocator::malloc(o.nbytes());
+            if (o.nbytes() > 0) std::memset(buf.raw_ptr(), 0, o.nbytes());
+            o.set_data(buf);
           }
         }
         scheduler::notify_task_completion(s);
       });
 }
 
+void record_kernel_error(std::exception_ptr e) {
+  std::lock_guard<std::mutex> lk(error_mtx);
+  if (!first_error) first_error = std::move(e);
+}
+
 void rethrow_kernel_error() {
-  std::optional<std::string> err;
+  std::exception_ptr err;
   {
     std::lock_guard<std::mutex> lk(error_mtx);
-    err.swap(first_error);
+    std::swap(err, first_error);
   }
-  if (err) throw std::runtime_error(*err);
+  if (err) std::rethrow_exception(err);
 }
 
 } // namespace nuvec::cpu

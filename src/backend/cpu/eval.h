@@ -1,6 +1,8 @@
 // nuvec: hands a node to its CPU stream's worker.
 #pragma once
 
+#include <exception>
+
 #include "nuvec/array.h"
 
 namespace nuvec::cpu {
@@ -8,7 +10,12 @@ namespace nuvec::cpu {
 /// Enqueues arr's primitive on its stream; the task keeps the inputs and outputs alive.
 void eval(array& arr);
 
-/// Throws (once) the first error a CPU kernel raised since the last call, if any.
+/// Keeps the first exception a kernel (CPU or GPU) raised on a worker, for the next eval on
+/// the host to rethrow.
+void record_kernel_error(std::exception_ptr e);
+
+/// Rethrows (once) the first exception a CPU kernel raised since the last call, if any, as
+/// its own type (std::out_of_range for an index out of range, ...).
 void rethrow_kernel_error();
 
 } // namespace nuvec::cpu

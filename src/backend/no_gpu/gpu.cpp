@@ -22,5 +22,22 @@ void eval(array& arr) {
       ": this build has no GPU backend.");
 }
 void finalize(Stream) {}
+void synchronize(Stream) {}
+
+// Without a GPU no buffer lives on a device: host buffers are always present.
+void ensure_host(array::Data&) {}
+void free_device(void*, size_t) {}
+
+size_t active_memory() {
+  return 0;
+}
+size_t peak_memory() {
+  return 0;
+}
+void reset_peak_memory() {}
+size_t cache_memory() {
+  return 0;
+}
+void clear_cache() {}
 
 } // namespace nuvec::gpu

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""nuvec on the GPU beside PyTorch, in the same run, on the same GPU.
+
+Runs build*/bench/nuvec-gpu-timings (nuvec's side: host-timed eval, median of runs) and the
+same workloads in PyTorch (CUDA events, median of runs), then prints one table:
+time of each, PyTorch/nuvec (>1: nuvec faster), and the physical floor over nuvec's time:
+bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^28 float32)
+or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
+
+Usage: bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings [--only GROUP]
+GROUP: elementwise, reduce, softmax, matmul, chain.
+"""
+import argparse
+import statistics
+import subprocess
+import sys
+
+import torch
+
+PEAK_TFLOPS = {"bf16": 989.4, "f16": 989.4, "f32": 66.9}
+
+
+def cuda_median_ms(fn, runs=20, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def torch_side(only):
+    dev = "cuda"
+    res = {}
+    want = lambda g: only is None or only == g
+    n = 1 << 28
+    x = torch.randn(n, device=dev)
+    res["copy_bandwidth_clone_f32_2^28"] = cuda_median_ms(lambda: x.clone())
+    if want("elementwise"):
+        y = torch.randn(n, device=dev)
+        res["copy_cast_f32_i32_2^28"] = cuda_median_ms(lambda: x.to(torch.int32))
+        res["add_f32_2^28"] = cuda_median_ms(lambda: x + y)
+        res["exp_f32_2^28"] = cuda_median_ms(lambda: torch.exp(x))
+        del y
+    if want("reduce"):
+        x2 = x.view(1 << 14, 1 << 14)
+        res["sum_all_f32_2^28"] = cuda_median_ms(lambda: x.sum())
+        res["max_all_f32_2^28"] = cuda_median_ms(lambda: x.max())
+        res["sum_last_f32_16384x16384"] = cuda_median_ms(lambda: x2.sum(-1))
+        res["max_last_f32_16384x16384"] = cuda_median_ms(lambda: x2.amax(-1))
+    if want("softmax"):
+        s = torch.randn(16384, 4096, device=dev).to(torch.bfloat16)
+        res["softmax_last_bf16_16384x4096"] = cuda_median_ms(lambda: torch.softmax(s, -1))
+    if want("matmul"):
+        torch.backends.cuda.matmul.allow_tf32 = False
+        for m in (4096, 8192):
+            for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16"), (torch.float32, "f32")):
+                a = torch.randn(m, m, device=dev).to(dt)
+                b = torch.randn(m, m, device=dev).to(dt)
+                runs = 5 if (m == 8192 and name == "f32") else 10
+                res[f"matmul_{name}_{m}"] = cuda_median_ms(lambda: a @ b, runs=runs)
+    if want("chain"):
+        xs = torch.randn(1024, device=dev)
+
+        def chain():
+            y = xs
+            for _ in range(10000):
+                y = y + xs
+            return y
+
+        ms = cuda_median_ms(chain, runs=5, warmup=1)
+        res["chain_10000_small_ops_per_op_us"] = ms * 1000.0 / 10000
+    return res
+
+
+def nuvec_side(binary, only):
+    cmd = [binary] + ([only] if only else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            res[parts[0]] = float(parts[1])
+    return res
+
+
+def floor_ms(name, copy_gbps):
+    """The physical floor of a workload in ms (None where none applies)."""
+    n = 1 << 28
+    bytes_ = {
+        "copy_cast_f32_i32_2^28": 8 * n,
+        "add_f32_2^28": 12 * n,
+        "exp_f32_2^28": 8 * n,
+        "sum_all_f32_2^28": 4 * n,
+        "max_all_f32_2^28": 4 * n,
+        "sum_last_f32_16384x16384": 4 * n,
+        "max_last_f32_16384x16384": 4 * n,
+        "softmax_last_bf16_16384x4096": 2 * 2 * 16384 * 4096,
+    }
+    if name in bytes_:
+        return bytes_[name] / (copy_gbps * 1e9) * 1e3
+    if name.startswith("matmul_"):
+        _, dt, m = name.split("_")
+        m = int(m)
+        return 2 * m**3 / (PEAK_TFLOPS[dt] * 1e12) * 1e3
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nuvec", required=True)
+    ap.add_argument("--only", default=None)
+    args = ap.parse_args()
+    nv = nuvec_side(args.nuvec, args.only)
+    th = torch_side(args.only)
+    copy_ms = th["copy_bandwidth_clone_f32_2^28"]
+    copy_gbps = 8 * (1 << 28) / (copy_ms * 1e-3) / 1e9
+    print(f"device-to-device copy (PyTorch clone, 2^28 float32): {copy_ms:.3f} ms = "
+          f"{copy_gbps / 1e3:.2f} TB/s (read + write)")
+    print(f"{'workload':34s} {'nuvec':>11s} {'PyTorch':>11s} {'PyTorch/nuvec':>14s} {'floor/nuvec':>12s}")
+    for name, t in nv.items():
+        if name not in th:
+            continue
+        unit = "us/op" if name.startswith("chain") else "ms"
+        f = floor_ms(name, copy_gbps)
+        fl = f"{f / t:.2f}" if f else "-"
+        print(f"{name:34s} {t:9.3f}{unit[:2]:>2s} {th[name]:9.3f}{unit[:2]:>2s} {th[name] / t:14.2f} {fl:>12s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+// nuvec: GPU timings for bench/gpu_compare.py, which runs PyTorch on the same workloads in
+// the same process tree and prints the ratios. Prints one line per workload:
+//   <name> <median milliseconds> <runs>
+// Each workload is evaluated once to warm up (allocator cache, cuBLASLt heuristics), then
+// timed end to end on the host around eval (which waits for the GPU), median of the runs.
+// Inputs are random and evaluated on the GPU before timing; outputs are fresh each run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nuvec/nuvec.h"
+
+namespace nx = nuvec;
+
+namespace {
+
+double median_ms(int runs, const std::function<nx::array()>& make) {
+  {
+    nx::array w = make();
+    nx::eval(w);
+  }
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    nx::array y = make();
+    nx::eval(y);
+    auto t1 = std::chrono::steady_clock::now();
+    t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void report(const char* name, int runs, const std::function<nx::array()>& make) {
+  std::printf("%s %.6f %d\n", name, median_ms(runs, make), runs);
+  std::fflush(stdout);
+}
+
+nx::array rand_gpu(const nx::Shape& shape, nx::Dtype dtype) {
+  nx::array x = nx::astype(nx::random::normal(shape, nx::float32), dtype);
+  nx::eval(x);
+  return x;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (!nx::is_available(nx::Device::gpu)) {
+    std::fprintf(stderr, "nuvec-gpu-timings: no GPU available\n");
+    return 1;
+  }
+  std::string only = argc > 1 ? argv[1] : "";
+  auto want = [&](const char* group) { return only.empty() || only == group; };
+  nx::set_default_device(nx::Device::gpu);
+
+  if (want("elementwise")) {
+    const int n = 1 << 28;
+    nx::array x = rand_gpu({n}, nx::float32);
+    nx::array y = rand_gpu({n}, nx::float32);
+    report("copy_cast_f32_i32_2^28", 20, [&] { return nx::astype(x, nx::int32); });
+    report("add_f32_2^28", 20, [&] { return nx::add(x, y); });
+    report("exp_f32_2^28", 20, [&] { return nx::exp(x); });
+  }
+  if (want("reduce")) {
+    const int n = 1 << 28;
+    nx::array x = rand_gpu({n}, nx::float32);
+    nx::array x2 = nx::reshape(x, {1 << 14, 1 << 14});
+    report("sum_all_f32_2^28", 20, [&] { return nx::sum(x); });
+    report("max_all_f32_2^28", 20, [&] { return nx::max(x); });
+    report("sum_last_f32_16384x16384", 20, [&] { return nx::sum(x2, -1); });
+    report("max_last_f32_16384x16384", 20, [&] { return nx::max(x2, -1); });
+  }
+  if (want("softmax")) {
+    nx::array s = rand_gpu({16384, 4096}, nx::bfloat16);
+    report("softmax_last_bf16_16384x4096", 20, [&] { return nx::softmax(s, -1); });
+  }
+  if (want("matmul")) {
+    for (int n : {4096, 8192}) {
+      for (auto [dt, name] : {std::pair{nx::bfloat16, "bf16"}, std::pair{nx::float16, "f16"},
+                              std::pair{nx::float32, "f32"}}) {
+        nx::array a = rand_gpu({n, n}, dt);
+        nx::array b = rand_gpu({n, n}, dt);
+        std::string label = std::string("matmul_") + name + "_" + std::to_string(n);
+        report(label.c_str(), n == 8192 && dt == nx::float32 ? 5 : 10,
+               [&] { return nx::matmul(a, b); });
+      }
+    }
+  }
+  if (want("chain")) {
+    // 10,000 small dependent ops built and evaluated as one graph: the per-op cost of graph
+    // building, scheduling and launching (nothing to fuse: compile is not used).
+    nx::array x = rand_gpu({1024}, nx::float32);
+    const int ops = 10000;
+    double ms = median_ms(5, [&] {
+      nx::array y = x;
+      for (int i = 0; i < ops; ++i) y = nx::add(y, x);
+      return y;
+    });
+    std::printf("chain_10000_small_ops_per_op_us %.6f 5\n", ms * 1000.0 / ops);
+  }
+  return 0;
+}
