@@ -559,7 +559,7 @@ TEST(RandomErrors, BadArgumentsNameTheOp) {
       [&] { random::randint(0, 5, {3}, int32, bad_dtype_key); }, "[randint]");
   expect_throws_naming<std::invalid_argument>([&] { random::bernoulli(array(1)); }, "[bernoulli]");
   expect_throws_naming<std::invalid_argument>(
-      [&] { random::bernoulli(array({0.1f, 0.2f, 0.3f}), {2}); }, "[bernoulli]");
+      [&] { random::bernoulli(array({0.1f, 0.2f, 0.3f}), Shape{2}); }, "[bernoulli]");
   expect_throws_naming<std::invalid_argument>(
       [&] { random::truncated_normal(array(-1.0f), array(1.0f), {2}, int32, k); }, "[truncated_normal]");
   expect_throws_naming<std::invalid_argument>([&] { random::gumbel({2}, int32, k); }, "[gumbel]");
