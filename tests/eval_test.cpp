@@ -53,14 +53,16 @@ TEST(Eval, StreamsAndCrossStreamDependencies) {
 }
 
 TEST(Eval, DefaultStreamCanBeSet) {
-  Stream old = default_stream(Device::cpu);
-  Stream s = new_stream(Device::cpu);
+  // On the default device, which is the GPU when the suite runs with NUVEC_TEST_DEVICE=gpu.
+  const Device dev = default_device();
+  Stream old = default_stream(dev);
+  Stream s = new_stream(dev);
   set_default_stream(s);
   auto y = add(array(1.0f), array(2.0f));
   EXPECT_EQ(y.primitive().stream(), s);
   EXPECT_EQ(y.item<float>(), 3.0f);
   set_default_stream(old);
-  EXPECT_EQ(default_stream(Device::cpu), old);
+  EXPECT_EQ(default_stream(dev), old);
 }
 
 TEST(Eval, EventsSignalAndWait) {

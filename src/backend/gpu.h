@@ -17,7 +17,8 @@ const std::unordered_map<std::string, std::variant<std::string, size_t>>& device
 
 /// Runs arr's primitive on its GPU stream.
 void eval(array& arr);
-/// Flushes work recorded on a GPU stream.
+/// Makes a GPU stream release what it holds for running kernels once the device has run
+/// them (eval calls it while memory is over the limit; counted as a task in flight).
 void finalize(Stream s);
 /// Blocks the calling thread until the GPU has executed everything `s` submitted (called on
 /// s's worker before an event on s is signaled).
@@ -36,5 +37,7 @@ size_t peak_memory();
 void reset_peak_memory();
 size_t cache_memory();
 void clear_cache();
+/// The device cache keeps at most `limit` bytes of freed blocks (set with the host's).
+void set_cache_limit(size_t limit);
 
 } // namespace nuvec::gpu

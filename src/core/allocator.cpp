@@ -190,6 +190,7 @@ size_t set_cache_limit(size_t limit) {
     std::lock_guard<std::mutex> lk(alloc().mtx_);
     old = std::exchange(alloc().cache_limit_, limit);
   }
+  gpu::set_cache_limit(limit);
   if (limit < old) clear_cache();
   return old;
 }

@@ -186,11 +186,16 @@ array eval_impl(std::vector<array> outputs, bool async) {
       cpu::eval(arr);
     }
 
-    if (scheduler::n_active_tasks() > kMaxActiveTasks ||
-        (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0)) {
+    const bool over_memory = get_active_memory() > get_memory_limit();
+    if (over_memory) {
+      // A GPU stream's worker finishes its tasks at launch, but the buffers stay held until
+      // the device has run them: have it wait for the device and release them.
       for (auto& [_, ev] : events) {
         if (ev.stream().device == Device::gpu) gpu::finalize(ev.stream());
       }
+    }
+    if (scheduler::n_active_tasks() > kMaxActiveTasks ||
+        (over_memory && scheduler::n_active_tasks() > 0)) {
       if (scheduler::n_active_tasks() > kMaxActiveTasks) {
         // Let the workers drain half the queue before scheduling more: waiting for a single
         // task here made the scheduler and a worker wake each other once per node.
@@ -220,10 +225,8 @@ array eval_impl(std::vector<array> outputs, bool async) {
     if (!arr.is_tracer()) arr.detach();
   }
 
-  for (auto& [_, e] : events) {
-    e.signal(e.stream());
-    if (e.stream().device == Device::gpu) gpu::finalize(e.stream());
-  }
+  // A GPU stream's signal waits for the device first (Event::signal).
+  for (auto& [_, e] : events) e.signal(e.stream());
   return synchronizer;
 }
 

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "backend/cpu/eval.h"
 #include "backend/gpu.h"
 #include "core/scheduler.h"
 
@@ -49,7 +50,15 @@ void Event::signal(Stream stream) {
   // On a GPU stream the worker has only launched the kernels: the event may be signaled
   // once the device has run them, so the worker waits for the CUDA stream first.
   scheduler::enqueue(stream, [ev = event_, v = value_, stream] {
-    if (stream.device == Device::gpu) gpu::synchronize(stream);
+    if (stream.device == Device::gpu) {
+      try {
+        gpu::synchronize(stream);
+      } catch (...) {
+        // A failed device (an error surfacing at the sync) must still release the waiters;
+        // the error reaches the host through the next eval.
+        cpu::record_kernel_error(std::current_exception());
+      }
+    }
     state(ev).signal(v);
   });
 }

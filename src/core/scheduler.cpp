@@ -71,14 +71,16 @@ class StreamWorker {
 struct Registry {
   std::mutex mtx;
   std::vector<Stream> streams;
-  std::vector<std::unique_ptr<StreamWorker>> workers; // CPU streams only
+  // One worker per stream: a CPU stream's runs its kernels, a GPU stream's launches them on
+  // the stream's CUDA stream (src/backend/cuda/eval.cpp).
+  std::vector<std::unique_ptr<StreamWorker>> workers;
   std::optional<Stream> default_cpu;
   std::optional<Stream> default_gpu;
 
   Stream make(Device d) {
     Stream s(static_cast<int>(streams.size()), d);
     streams.push_back(s);
-    workers.push_back(d == Device::cpu ? std::make_unique<StreamWorker>() : nullptr);
+    workers.push_back(std::make_unique<StreamWorker>());
     return s;
   }
 };
@@ -109,7 +111,7 @@ void enqueue(const Stream& stream, std::function<void()> task) {
     if (stream.index < 0 || stream.index >= static_cast<int>(r.workers.size()) ||
         !r.workers[stream.index]) {
       std::ostringstream msg;
-      msg << "[scheduler] no CPU worker for stream " << stream.index << ".";
+      msg << "[scheduler] no worker for stream " << stream.index << ".";
       throw std::invalid_argument(msg.str());
     }
     w = r.workers[stream.index].get();

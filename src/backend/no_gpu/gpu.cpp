@@ -39,5 +39,6 @@ size_t cache_memory() {
   return 0;
 }
 void clear_cache() {}
+void set_cache_limit(size_t) {}
 
 } // namespace nuvec::gpu

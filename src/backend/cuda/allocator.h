@@ -1,0 +1,16 @@
+// nuvec: the caching allocator of device memory (plain cudaMalloc, never managed memory).
+#pragma once
+
+#include <cstddef>
+
+namespace nuvec::cu {
+
+/// size bytes of device memory (256-byte aligned), from the cache when a block fits; on
+/// cudaMalloc failure the cache is emptied and the call retried once, then it throws
+/// std::runtime_error naming the size.
+void* device_malloc(size_t size);
+
+/// Returns a block from device_malloc (size as requested) to the cache.
+void device_free(void* ptr, size_t size);
+
+} // namespace nuvec::cu

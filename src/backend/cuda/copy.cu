@@ -1,0 +1,266 @@
+// nuvec: the GPU copy/cast kernels (copy.h; the counterparts of backend/cpu/copy.cpp with the
+// same contracts) and the eval_gpu of the families that are copies on the device: AsType,
+// Full and Arange. Same-dtype copies move bytes (cudaMemcpyAsync when both sides are dense,
+// else a kernel on the unsigned type of the element's width); casts run one kernel per
+// (source, destination) dtype pair with cast_to's rules (elementwise_ops.cuh).
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include "backend/common/dispatch.h"
+#include "backend/common/strided.h"
+#include "backend/cuda/copy.h"
+#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/elementwise_ops.cuh"
+#include "backend/cuda/kernel_utils.cuh"
+#include "primitives/primitives.h"
+
+namespace nuvec {
+
+namespace cu {
+
+namespace {
+
+/// dst[offset1(i)] = cast_to<Out>(src[offset0(i)]) for i in [0, n) of ix's shape. One
+/// dimension (dense, broadcast fill, 1-d slices) takes an unrolled loop without divisions,
+/// kEwUnroll loads in flight per thread; more dimensions go through strided_offsets.
+template <typename In, typename Out>
+__global__ void copy_kernel(const In* src, Out* dst, int64_t n, StridedIndexer<2> ix) {
+  if (ix.ndim == 1) {
+    const int64_t ss = ix.strides[0][0], ds = ix.strides[1][0];
+    const int64_t step = int64_t(gridDim.x) * blockDim.x * kEwUnroll;
+    for (int64_t base = int64_t(blockIdx.x) * blockDim.x * kEwUnroll + threadIdx.x; base < n;
+         base += step) {
+      In v[kEwUnroll];
+#pragma unroll
+      for (int u = 0; u < kEwUnroll; ++u) {
+        int64_t j = base + int64_t(u) * blockDim.x;
+        if (j < n) v[u] = src[j * ss];
+      }
+#pragma unroll
+      for (int u = 0; u < kEwUnroll; ++u) {
+        int64_t j = base + int64_t(u) * blockDim.x;
+        if (j < n) dst[j * ds] = cast_to<Out>(v[u]);
+      }
+    }
+    return;
+  }
+  const bool small = small_index_space(n);
+  NUVEC_CUDA_KERNEL_LOOP(i, n) {
+    int64_t off[2];
+    strided_offsets(ix, i, small, off);
+    dst[off[1]] = cast_to<Out>(src[off[0]]);
+  }
+}
+
+/// Launches copy_kernel over a plan of operands (source, destination); plans with more than
+/// kMaxDims dimensions are walked on the host over their leading dimensions, one launch per
+/// index (they are rare: every dimension left is one that cannot merge).
+template <typename In, typename Out>
+void launch_copy(const In* src, Out* dst, const Plan64& plan) {
+  const size_t nd = plan.shape.size();
+  if (nd > size_t(kMaxDims)) {
+    const size_t outer = nd - kMaxDims;
+    int64_t count = 1;
+    for (size_t d = 0; d < outer; ++d) count *= plan.shape[d];
+    Plan64 inner;
+    inner.shape.assign(plan.shape.begin() + outer, plan.shape.end());
+    for (const auto& s : plan.strides) inner.strides.emplace_back(s.begin() + outer, s.end());
+    std::vector<int64_t> idx(outer, 0);
+    for (int64_t c = 0; c < count; ++c) {
+      int64_t so = 0, dof = 0;
+      for (size_t d = 0; d < outer; ++d) {
+        so += idx[d] * plan.strides[0][d];
+        dof += idx[d] * plan.strides[1][d];
+      }
+      launch_copy(src + so, dst + dof, inner);
+      for (int d = static_cast<int>(outer) - 1; d >= 0; --d) {
+        if (++idx[d] < plan.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return;
+  }
+  int64_t n = 1;
+  for (auto e : plan.shape) n *= e;
+  if (n == 0) return;
+  auto ix = indexer_of<2>(plan);
+  unsigned grid = ix.ndim == 1 ? grid_for(size_t((n + kEwUnroll - 1) / kEwUnroll), kEwThreads)
+                               : grid_for(size_t(n), kEwThreads);
+  copy_kernel<In, Out><<<grid, kEwThreads, 0, stream()>>>(src, dst, n, ix);
+  check_launch("copy_kernel");
+}
+
+/// The unsigned integer type of a dtype's width: same-dtype copies only move bits.
+template <typename F>
+void dispatch_width(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f.template operator()<uint8_t>(); return;
+    case 2: f.template operator()<uint16_t>(); return;
+    case 4: f.template operator()<uint32_t>(); return;
+    case 8: f.template operator()<uint64_t>(); return;
+  }
+  throw std::invalid_argument("[copy] unsupported element width.");
+}
+
+/// Copies the elements of a plan of (source, destination) operands between dtypes.
+void copy_plan(const void* src, Dtype src_dtype, void* dst, Dtype dst_dtype, const Plan64& plan) {
+  int64_t n = 1;
+  for (auto e : plan.shape) n *= e;
+  if (n == 0) return;
+  if (src_dtype == dst_dtype) {
+    const size_t width = size_of(src_dtype);
+    if (plan.shape.size() == 1 && plan.strides[0][0] == 1 && plan.strides[1][0] == 1) {
+      NUVEC_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, size_t(n) * width, cudaMemcpyDeviceToDevice, stream()));
+      return;
+    }
+    dispatch_width(width, [&]<typename U>() {
+      launch_copy(static_cast<const U*>(src), static_cast<U*>(dst), plan);
+    });
+    return;
+  }
+  dispatch_device_types(src_dtype, [&]<typename In>() {
+    dispatch_device_types(dst_dtype, [&]<typename Out>() {
+      if constexpr (!std::is_same_v<In, Out>) { // same dtypes took the branch above
+        launch_copy(static_cast<const In*>(src), static_cast<Out*>(dst), plan);
+      }
+    });
+  });
+}
+
+/// out's device buffer, allocated row-contiguous when out has none yet.
+void* ensure_output(array& out) {
+  if (!out.data_shared_ptr()) return alloc_output(out);
+  void* dev = out.data_shared_ptr()->device.load();
+  if (!dev) throw std::logic_error("[copy] the output must be a device buffer.");
+  return static_cast<char*>(dev) + out.offset() * int64_t(out.itemsize());
+}
+
+} // namespace
+
+/// copy.h: collapses the region's dimensions, then copies (see copy_plan).
+void copy_elements(
+    const void* src,
+    Dtype src_dtype,
+    const Strides& src_strides,
+    void* dst,
+    Dtype dst_dtype,
+    const Strides& dst_strides,
+    const Shape& shape) {
+  for (auto d : shape) {
+    if (d == 0) return;
+  }
+  copy_plan(src, src_dtype, dst, dst_dtype, collapse_dims64(shape, {src_strides, dst_strides}));
+}
+
+/// copy.h: in's elements in row-major order into out's row-contiguous device buffer.
+void copy_strided(const array& in, array& out) {
+  void* dst = ensure_output(out);
+  if (in.size() == 0) return;
+  // Written in in's row-major order, so out may be a reshape of in.
+  copy_elements(
+      device_ptr(in), in.dtype(), in.strides(), dst, out.dtype(), row_strides(in.shape()),
+      in.shape());
+}
+
+/// copy.h: in broadcast to out's shape (stride 0 along broadcast axes) into out.
+void copy_broadcast(const array& in, array& out) {
+  void* dst = ensure_output(out);
+  if (out.size() == 0) return;
+  copy_elements(
+      device_ptr(in), in.dtype(), broadcast_strides(in, out.shape()), dst, out.dtype(),
+      row_strides(out.shape()), out.shape());
+}
+
+/// copy.h: a fresh evaluated array (no primitive) with a row-contiguous device buffer.
+array contiguous_copy(const array& in, Dtype dtype) {
+  array out(in.shape(), dtype, nullptr, {});
+  out.set_status(array::Status::available);
+  copy_strided(in, out);
+  // The caller's kernels read it after this returns; a dropped handle must not free it
+  // before they have run.
+  retain(out);
+  return out;
+}
+
+/// copy.h: contiguous_copy in in's own dtype.
+array contiguous_copy(const array& in) {
+  return contiguous_copy(in, in.dtype());
+}
+
+} // namespace cu
+
+/// astype: cast_to per element. A dense input (any order of its dimensions, e.g. transposed)
+/// keeps its layout and is converted as one flat range, so the reads stay coalesced; anything
+/// else becomes row-contiguous through copy_strided.
+void AsType::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  array& out = outputs[0];
+  bool dense = in.flags().contiguous && in.data_size() == in.size();
+  for (auto s : in.strides()) dense = dense && s >= 0;
+  if (!dense || in.flags().row_contiguous || in.size() == 0) {
+    cu::copy_strided(in, out);
+    return;
+  }
+  void* dst = cu::alloc_output(out, in.data_size(), in.strides(), in.flags());
+  cu::Plan64 flat{{int64_t(in.size())}, {{1}, {1}}};
+  cu::copy_plan(cu::device_ptr(in), in.dtype(), dst, out.dtype(), flat);
+}
+
+/// full: the input (already cast, broadcast to the output shape by the op) materialised
+/// row-contiguous, as cpu::copy_broadcast.
+void Full::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  cu::copy_broadcast(inputs[0], outputs[0]);
+}
+
+namespace {
+
+/// Integer arange: start + i * step in the output type, wrapping (the CPU's arithmetic in
+/// T, done in the unsigned type so that overflow is defined).
+template <typename T>
+__global__ void arange_int_kernel(T* out, int64_t n, T start, T step) {
+  using W = cu::ew::wrap_uint_t<T>;
+  NUVEC_CUDA_KERNEL_LOOP(i, n) {
+    out[i] = static_cast<T>(W(start) + W(static_cast<T>(i)) * W(step));
+  }
+}
+
+/// Inexact, complex and bool arange: start + i * step computed in float64, then cast.
+/// __dmul_rn/__dadd_rn keep the multiply and add separately rounded (no FMA contraction), so
+/// the values equal the host's bit for bit.
+template <typename T>
+__global__ void arange_real_kernel(T* out, int64_t n, double start, double step) {
+  NUVEC_CUDA_KERNEL_LOOP(i, n) {
+    out[i] = cu::cast_to<T>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
+  }
+}
+
+} // namespace
+
+/// arange: the CPU Arange's values (src/backend/cpu/copy.cpp). Integer outputs step exactly
+/// in the output type with NumPy's rule (the step is the difference of the first two values,
+/// each cast); the others are start + i * step in float64, cast once.
+void Arange::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  cu::alloc_output(out);
+  const int64_t n = static_cast<int64_t>(out.size());
+  if (n == 0) return;
+  cu::dispatch_device_types(out.dtype(), [&]<typename T>() {
+    T* p = cu::output_ptr<T>(out);
+    unsigned grid = cu::grid_for(size_t(n), cu::kEwThreads);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // Host integer types are the device ones: the host's cast_to gives the same values.
+      T start = cast_to<T>(start_);
+      T step = static_cast<T>(cast_to<T>(start_ + step_) - start);
+      arange_int_kernel<T><<<grid, cu::kEwThreads, 0, cu::stream()>>>(p, n, start, step);
+    } else {
+      arange_real_kernel<T><<<grid, cu::kEwThreads, 0, cu::stream()>>>(p, n, start_, step_);
+    }
+    cu::check_launch("arange");
+  });
+}
+
+} // namespace nuvec

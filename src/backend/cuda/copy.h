@@ -1,0 +1,34 @@
+// nuvec: the GPU copy/cast kernels every other CUDA kernel can reuse to materialise an input
+// of any layout as a row-contiguous device buffer of any dtype (the counterparts of
+// src/backend/cpu/copy.h, with the same contracts). Implemented in copy.cu.
+#pragma once
+
+#include "nuvec/array.h"
+
+namespace nuvec::cu {
+
+/// Copies a `shape`-shaped region from src (element strides src_strides, dtype src_dtype)
+/// to dst (dst_strides, dst_dtype), both device pointers to the region's first element,
+/// converting with cast_to's rules (NumPy's), on the current stream.
+void copy_elements(
+    const void* src,
+    Dtype src_dtype,
+    const Strides& src_strides,
+    void* dst,
+    Dtype dst_dtype,
+    const Strides& dst_strides,
+    const Shape& shape);
+
+/// Writes `in` (any strides and dtype) converted to out's dtype into out as a fresh
+/// row-contiguous device buffer (allocated here when out has none). out has in's size; its
+/// shape may differ (elements in in's row-major order, so this also materialises reshapes).
+void copy_strided(const array& in, array& out);
+
+/// Writes `in` broadcast to out's shape into out, as copy_strided does.
+void copy_broadcast(const array& in, array& out);
+
+/// A row-contiguous device copy of `in` with dtype `dtype` (an evaluated, detached array).
+array contiguous_copy(const array& in, Dtype dtype);
+array contiguous_copy(const array& in);
+
+} // namespace nuvec::cu

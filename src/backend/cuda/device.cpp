@@ -1,0 +1,108 @@
+// nuvec: CUDA device discovery and error checking: is_available/device_count/device_info for
+// nuvec's device API, and the check helpers every CUDA file uses.
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_utils.h"
+#include "backend/gpu.h"
+
+namespace nuvec {
+
+namespace cu {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string("[cuda] ") + what + ": " + cudaGetErrorString(err));
+  }
+}
+
+void check_launch(const char* kernel) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw std::runtime_error(
+        std::string("[cuda] launch of ") + kernel + " failed: " + cudaGetErrorString(err));
+  }
+}
+
+namespace {
+
+struct Devices {
+  int count{0};
+  std::vector<cudaDeviceProp> props;
+  std::vector<std::unordered_map<std::string, std::variant<std::string, size_t>>> info;
+};
+
+// Queried once; a machine without a driver or GPU reports zero devices (no error).
+const Devices& devices() {
+  static Devices d = [] {
+    Devices d;
+    if (cudaGetDeviceCount(&d.count) != cudaSuccess) {
+      cudaGetLastError(); // clear the sticky "no driver" error
+      d.count = 0;
+    }
+    d.props.resize(d.count);
+    d.info.resize(d.count);
+    for (int i = 0; i < d.count; ++i) {
+      check(cudaGetDeviceProperties(&d.props[i], i), "cudaGetDeviceProperties");
+      auto& p = d.props[i];
+      auto& m = d.info[i];
+      m["device_name"] = std::string(p.name);
+      m["architecture"] = "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+      m["total_memory"] = static_cast<size_t>(p.totalGlobalMem);
+      m["memory_size"] = static_cast<size_t>(p.totalGlobalMem);
+      m["multiprocessor_count"] = static_cast<size_t>(p.multiProcessorCount);
+      m["l2_cache_size"] = static_cast<size_t>(p.l2CacheSize);
+      m["max_shared_memory_per_block"] = static_cast<size_t>(p.sharedMemPerBlockOptin);
+      m["max_threads_per_block"] = static_cast<size_t>(p.maxThreadsPerBlock);
+    }
+    return d;
+  }();
+  return d;
+}
+
+} // namespace
+
+const cudaDeviceProp& device_props() {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  return devices().props.at(dev);
+}
+
+unsigned grid_for(size_t n, unsigned threads) {
+  static const size_t cap = [] {
+    auto& d = devices();
+    size_t sms = d.count > 0 ? size_t(d.props[0].multiProcessorCount) : 132;
+    return sms * 32; // enough resident blocks for several waves; loops stride beyond
+  }();
+  size_t blocks = (n + threads - 1) / threads;
+  if (blocks == 0) blocks = 1;
+  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+}
+
+} // namespace cu
+
+namespace gpu {
+
+bool is_available() {
+  return cu::devices().count > 0;
+}
+
+int device_count() {
+  return cu::devices().count;
+}
+
+const std::unordered_map<std::string, std::variant<std::string, size_t>>& device_info(int index) {
+  auto& d = cu::devices();
+  if (index < 0 || index >= d.count) {
+    throw std::invalid_argument(
+        "[device_info] GPU index " + std::to_string(index) + " out of range: " +
+        std::to_string(d.count) + " device(s).");
+  }
+  return d.info[index];
+}
+
+} // namespace gpu
+
+} // namespace nuvec

@@ -1,0 +1,283 @@
+// nuvec: what the element-wise GPU families (Unary, Binary, DivMod, Select) share: the
+// layout plan (the device counterpart of cpu::plan_elementwise in backend/cpu/elementwise.h,
+// with the same output layouts), 16-byte vector loads and stores for the contiguous fast
+// paths, and the per-thread strided offsets of the general path.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backend/common/strided.h"
+#include "backend/cuda/copy.h"
+#include "backend/cuda/kernel_utils.cuh"
+
+namespace nuvec::cu {
+
+/// Threads per block of the element-wise kernels.
+constexpr unsigned kEwThreads = 256;
+/// Vectors each thread loads before computing in the contiguous kernels: several loads in
+/// flight per thread are what it takes to cover HBM latency at full bandwidth.
+constexpr int kEwUnroll = 4;
+
+// ---------------------------------------------------------------------------------------
+// Vector loads and stores
+
+/// The unsigned integer type of `Bytes` bytes (uint4 for 16), the unit one load moves.
+template <int Bytes>
+struct RawWord;
+template <>
+struct RawWord<1> { using type = uint8_t; };
+template <>
+struct RawWord<2> { using type = uint16_t; };
+template <>
+struct RawWord<4> { using type = uint32_t; };
+template <>
+struct RawWord<8> { using type = uint2; };
+template <>
+struct RawWord<16> { using type = uint4; };
+
+/// N elements of T moved by one load or store.
+template <typename T, int N>
+struct Vec {
+  T v[N];
+};
+
+/// Elements per vector for a kernel reading and writing the given element types: 16 bytes
+/// of the widest one (4 float32, 8 halves, 2 float64 or complex64, 16 bytes or bools).
+template <typename... Ts>
+constexpr int vec_elems() {
+  constexpr size_t widest = std::max({sizeof(Ts)...});
+  return static_cast<int>(16 / widest);
+}
+
+/// Loads N elements at p, which must be aligned to N * sizeof(T) bytes, as one instruction.
+template <int N, typename T>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+  using W = typename RawWord<int(N * sizeof(T))>::type;
+  W w = *reinterpret_cast<const W*>(p);
+  Vec<T, N> r;
+  memcpy(&r, &w, sizeof(W)); // register moves only
+  return r;
+}
+
+/// Stores N elements at p (aligned to N * sizeof(T) bytes) as one instruction.
+template <int N, typename T>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
+  using W = typename RawWord<int(N * sizeof(T))>::type;
+  W w;
+  memcpy(&w, &v, sizeof(W));
+  *reinterpret_cast<W*>(p) = w;
+}
+
+/// Whether a device pointer may be accessed with `bytes`-wide vectors.
+inline bool is_aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+/// Blocks for a contiguous kernel over n elements in vectors of N, kEwUnroll per thread
+/// (at least one block, for the scalar tail).
+inline unsigned vec_grid(int64_t n, int vec) {
+  int64_t vectors = n / vec;
+  int64_t per_thread = (vectors + kEwUnroll - 1) / kEwUnroll;
+  return grid_for(static_cast<size_t>(std::max<int64_t>(per_thread, 1)), kEwThreads);
+}
+
+// ---------------------------------------------------------------------------------------
+// Strided offsets
+
+/// Element offsets of the N operands at row-major index i of ix's shape. One dimension
+/// (contiguous, broadcast scalars, 1-d slices) needs no division; when the whole index space
+/// fits in 32 bits (`small`: every dimension and index is below 2^32) the divisions run in
+/// 32 bits, several times cheaper than 64-bit ones.
+template <int N>
+__device__ __forceinline__ void strided_offsets(
+    const StridedIndexer<N>& ix,
+    int64_t i,
+    bool small,
+    int64_t (&off)[N]) {
+  if (ix.ndim == 1) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = i * ix.strides[k][0];
+    return;
+  }
+  if (!small) {
+    ix.offsets(i, off);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k) off[k] = 0;
+  uint32_t rest = static_cast<uint32_t>(i);
+  for (int d = ix.ndim - 1; d >= 0; --d) {
+    uint32_t s = static_cast<uint32_t>(ix.shape[d]);
+    uint32_t q = rest / s;
+    int64_t r = rest - q * s;
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] += r * ix.strides[k][d];
+    rest = q;
+  }
+}
+
+/// Whether an index space of n elements takes strided_offsets' 32-bit path.
+__host__ __device__ __forceinline__ bool small_index_space(int64_t n) {
+  return n <= int64_t(UINT32_MAX);
+}
+
+/// A one-dimensional indexer over n elements with the given per-operand strides (0 for a
+/// broadcast scalar, 1 for a dense operand).
+template <int N>
+StridedIndexer<N> flat_indexer(int64_t n, const int64_t (&strides)[N]) {
+  StridedIndexer<N> ix{};
+  ix.ndim = 1;
+  ix.shape[0] = n;
+  for (int k = 0; k < N; ++k) ix.strides[k][0] = strides[k];
+  return ix;
+}
+
+// ---------------------------------------------------------------------------------------
+// Layout plan (host)
+
+/// Whether every element of a reads the same memory element (a broadcast scalar).
+inline bool is_scalar_like(const array& a) {
+  for (size_t d = 0; d < a.ndim(); ++d) {
+    if (a.shape()[d] != 1 && a.strides()[d] != 0) return false;
+  }
+  return true;
+}
+
+/// How an element-wise node runs on the GPU, as on the CPU: `flat` means one pass over `n`
+/// elements in memory order, every non-scalar input and every output sharing one dense
+/// layout (the outputs get it); otherwise the outputs are row-contiguous and the kernel walks
+/// the inputs through a strided plan over the output shape.
+struct EwPlan {
+  bool flat = false;
+  int64_t n = 0;
+  std::vector<bool> scalar; // per input: read element 0 for every output element (flat)
+};
+
+/// Plans the node and allocates its device outputs (cpu::plan_elementwise's rules: a 0-d
+/// input, which Binary keeps unbroadcast, is a scalar for any output shape; a dense input is
+/// contiguous, of the output shape, without gaps and with non-negative strides).
+inline EwPlan plan_elementwise(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  EwPlan plan;
+  const Shape& shape = outputs[0].shape();
+  const array* layout = nullptr;
+  bool flat = true;
+  for (const auto& in : inputs) {
+    bool scalar = in.ndim() == 0 || (in.shape() == shape && is_scalar_like(in));
+    plan.scalar.push_back(scalar);
+    if (scalar) continue;
+    bool dense = in.shape() == shape && in.flags().contiguous && in.data_size() == in.size();
+    for (auto s : in.strides()) dense = dense && s >= 0;
+    if (!dense) {
+      flat = false;
+    } else if (!layout) {
+      layout = &in;
+    } else {
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] != 1 && in.strides()[d] != layout->strides()[d]) flat = false;
+      }
+    }
+  }
+  plan.flat = flat;
+  plan.n = static_cast<int64_t>(outputs[0].size());
+  for (auto& out : outputs) {
+    if (flat && layout) {
+      alloc_output(out, layout->data_size(), layout->strides(), layout->flags());
+    } else {
+      alloc_output(out);
+    }
+  }
+  return plan;
+}
+
+/// A strided plan with 64-bit extents: collapse_dims (backend/common/strided.h) keeps merged
+/// dimensions in an int32 Shape, which overflows for arrays over 2^31 elements.
+struct Plan64 {
+  std::vector<int64_t> shape;
+  std::vector<Strides> strides; // strides[k] for operand k, in elements
+};
+
+/// collapse_dims' rule in 64 bits: merges adjacent dimensions that walk like one in every
+/// operand, drops size-1 dimensions; at least one dimension.
+inline Plan64 collapse_dims64(const Shape& shape, const std::vector<Strides>& strides) {
+  Plan64 plan;
+  plan.strides.resize(strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !plan.shape.empty();
+    for (size_t k = 0; merge && k < strides.size(); ++k) {
+      merge = plan.strides[k].back() == strides[k][d] * shape[d];
+    }
+    if (merge) {
+      plan.shape.back() *= shape[d];
+      for (size_t k = 0; k < strides.size(); ++k) plan.strides[k].back() = strides[k][d];
+    } else {
+      plan.shape.push_back(shape[d]);
+      for (size_t k = 0; k < strides.size(); ++k) plan.strides[k].push_back(strides[k][d]);
+    }
+  }
+  if (plan.shape.empty()) {
+    plan.shape.push_back(1);
+    for (auto& s : plan.strides) s.push_back(0);
+  }
+  return plan;
+}
+
+/// The indexer of dimensions [first, first + kMaxDims) (or to the end) of a plan.
+template <int N>
+StridedIndexer<N> indexer_of(const Plan64& plan, size_t first = 0) {
+  StridedIndexer<N> ix{};
+  size_t nd = std::min(plan.shape.size() - first, size_t(kMaxDims));
+  ix.ndim = static_cast<int>(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    ix.shape[d] = plan.shape[first + d];
+    for (int k = 0; k < N; ++k) ix.strides[k][d] = plan.strides[k][first + d];
+  }
+  return ix;
+}
+
+/// The indexer of a whole plan; throws std::invalid_argument naming `op` when more than
+/// kMaxDims dimensions remain (make_indexer's rule).
+template <int N>
+StridedIndexer<N> make_indexer64(const Plan64& plan, const char* op) {
+  if (plan.shape.size() > size_t(kMaxDims)) {
+    throw std::invalid_argument(
+        std::string("[") + op + "] the GPU kernels walk at most " + std::to_string(kMaxDims) +
+        " non-mergeable dimensions; got " + std::to_string(plan.shape.size()) + ".");
+  }
+  return indexer_of<N>(plan);
+}
+
+/// The strided plan of the inputs over `shape` (their broadcast strides, dimensions merged).
+/// Outputs are row-contiguous on this path, so output element i is simply i.
+inline Plan64 input_plan(const std::vector<array>& inputs, const Shape& shape) {
+  std::vector<Strides> strides;
+  for (const auto& in : inputs) strides.push_back(broadcast_strides(in, shape));
+  return collapse_dims64(shape, strides);
+}
+
+/// The inputs, with every non-0-d one made row-contiguous on the device when their plan over
+/// `shape` keeps more dimensions than the kernels walk (kMaxDims): the plan of the result
+/// is then one dimension. (contiguous_copy retains the copies until the node's kernels
+/// have run.)
+inline std::vector<array> fit_dims(const std::vector<array>& inputs, const Shape& shape) {
+  if (input_plan(inputs, shape).shape.size() <= size_t(kMaxDims)) return inputs;
+  std::vector<array> dense;
+  for (const auto& in : inputs) {
+    dense.push_back(in.ndim() == 0 ? in : contiguous_copy(in));
+  }
+  return dense;
+}
+
+/// The device address of an output allocated by plan_elementwise or alloc_output.
+template <typename T>
+T* output_ptr(const array& out) {
+  return static_cast<T*>(out.data_shared_ptr()->device.load()) + out.offset();
+}
+
+} // namespace nuvec::cu

@@ -1,0 +1,71 @@
+// nuvec: running nodes on GPU streams. The stream's worker calls eval_gpu, which launches
+// kernels and returns; the node's inputs and outputs are held until the device has run them.
+// An exception is reported by the next eval on the host, as CPU kernel errors are, and the
+// outputs get zeroed host buffers so that nothing reads unallocated memory.
+#include <cstring>
+
+#include "backend/cpu/eval.h"
+#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/stream.h"
+#include "backend/gpu.h"
+#include "core/scheduler.h"
+#include "nuvec/primitives.h"
+
+namespace nuvec::gpu {
+
+void eval(array& arr) {
+  Stream s = arr.primitive().stream();
+  scheduler::notify_new_task(s);
+  std::vector<array> inputs = arr.is_tracer() ? arr.inputs() : std::move(arr.inputs());
+  scheduler::enqueue(
+      s,
+      [p = arr.primitive_ptr(), inputs = std::move(inputs), outputs = arr.outputs(), s]() mutable {
+        cu::StreamState* st = nullptr;
+        try {
+          st = &cu::stream_state(s);
+          cu::set_current_state(st);
+          p->eval_gpu(inputs, outputs);
+        } catch (...) {
+          cpu::record_kernel_error(std::current_exception());
+          for (auto& o : outputs) {
+            auto buf = allocator::malloc(o.nbytes());
+            if (o.nbytes() > 0) std::memset(buf.raw_ptr(), 0, o.nbytes());
+            o.set_data(buf);
+          }
+        }
+        if (st) {
+          for (auto& in : inputs) st->hold(in.data_shared_ptr());
+          for (auto& o : outputs) st->hold(o.data_shared_ptr());
+          try {
+            st->end_task();
+          } catch (...) {
+            cpu::record_kernel_error(std::current_exception());
+          }
+        }
+        cu::set_current_state(nullptr);
+        scheduler::notify_task_completion(s);
+      });
+}
+
+void finalize(Stream s) {
+  // Kernels are submitted as they are launched, so there is nothing to flush; what eval
+  // needs when memory is over the limit is the buffers the stream still holds for running
+  // kernels. A task that waits for the device and releases them, counted as work in flight
+  // so that eval's wait covers it.
+  scheduler::notify_new_task(s);
+  scheduler::enqueue(s, [s] {
+    try {
+      cu::stream_state(s).synchronize();
+    } catch (...) {
+      cpu::record_kernel_error(std::current_exception());
+    }
+    scheduler::notify_task_completion(s);
+  });
+}
+
+void synchronize(Stream s) {
+  // Called on s's worker (Event::signal), so the state is this thread's to use.
+  cu::stream_state(s).synchronize();
+}
+
+} // namespace nuvec::gpu

@@ -1,0 +1,181 @@
+// nuvec: index range errors of the GPU gather/scatter kernels, raised as the CPU kernels raise
+// them (src/backend/cpu/index_range.h): std::out_of_range "[op] indices must lie in [-n, n)
+// along axis a (of size n); got i.", rethrown by the host's next eval, with the node's output
+// zeroed (as src/backend/cpu/eval.cpp and src/backend/cuda/eval.cpp zero a failed node's).
+// A kernel records the first bad index it meets in a device record (and skips it: no memory
+// outside the arrays is touched); a one-block kernel after the node's kernels zeroes the
+// output when one was recorded and copies the record to pinned host memory, and a host
+// function on the stream (cudaLaunchHostFunc, no device synchronisation) hands the error to
+// cpu::record_kernel_error. Host functions run before the stream's synchronisation returns,
+// so the error is recorded before the eval waiting on the node rethrows.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "backend/cpu/eval.h"
+#include "backend/cuda/cuda_utils.h"
+#include "core/errors.h"
+
+namespace nuvec::cu {
+
+/// The first index outside [-n, n) that a kernel met (flag 0: none yet).
+struct IndexError {
+  int flag;
+  int axis;
+  int64_t value;
+  int64_t n;
+};
+
+/// Records `value` (outside [-n, n) along axis) into *err unless one is recorded already
+/// (err null: not checked).
+__device__ __forceinline__ void record_index_error(IndexError* err, int64_t value, int64_t n, int axis) {
+  if (err != nullptr && atomicCAS(&err->flag, 0, 1) == 0) {
+    err->value = value;
+    err->n = n;
+    err->axis = axis;
+  }
+}
+
+namespace detail {
+
+/// Zeroes out's bytes when *err holds an error and copies the record to the pinned slot.
+template <typename Unused = void>
+__global__ void finish_index_check_kernel(
+    const IndexError* err,
+    unsigned char* out,
+    size_t bytes,
+    IndexError* slot) {
+  if (err->flag == 0) return;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes;
+       i += size_t(blockDim.x) * gridDim.x) {
+    out[i] = 0;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) *slot = *err;
+}
+
+/// Pinned, device-mapped records for the host functions to read, reused once read. Never
+/// destroyed: host functions may still run while the process exits.
+struct ErrorSlots {
+  struct Slot {
+    IndexError* host;
+    IndexError* device;
+  };
+  std::mutex mtx;
+  std::vector<Slot> free;
+
+  Slot acquire() {
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      if (!free.empty()) return take();
+    }
+    // Allocate outside the lock: a pinned allocation may wait for work already queued,
+    // including host functions that release slots under the lock.
+    constexpr size_t kChunk = 256;
+    void* chunk = nullptr;
+    NUVEC_CUDA_CHECK(cudaHostAlloc(
+        &chunk, kChunk * sizeof(IndexError), cudaHostAllocMapped | cudaHostAllocPortable));
+    void* dchunk = nullptr;
+    NUVEC_CUDA_CHECK(cudaHostGetDevicePointer(&dchunk, chunk, 0));
+    std::lock_guard<std::mutex> lk(mtx);
+    for (size_t i = 0; i < kChunk; ++i) {
+      free.push_back({static_cast<IndexError*>(chunk) + i, static_cast<IndexError*>(dchunk) + i});
+    }
+    return take();
+  }
+
+  // Pops a free slot, cleared (mtx held).
+  Slot take() {
+    Slot s = free.back();
+    free.pop_back();
+    std::memset(s.host, 0, sizeof(IndexError));
+    return s;
+  }
+
+  void release(Slot s) {
+    std::lock_guard<std::mutex> lk(mtx);
+    free.push_back(s);
+  }
+};
+
+inline ErrorSlots& error_slots() {
+  static ErrorSlots* slots = new ErrorSlots;
+  return *slots;
+}
+
+struct PendingCheck {
+  ErrorSlots::Slot slot;
+  const char* op;
+};
+
+/// The host function: records the slot's error (if any) as std::out_of_range, frees it.
+inline void CUDART_CB report_index_error(void* arg) {
+  auto* p = static_cast<PendingCheck*>(arg);
+  try {
+    IndexError e;
+    std::memcpy(&e, const_cast<const IndexError*>(p->slot.host), sizeof(e));
+    if (e.flag != 0) {
+      cpu::record_kernel_error(std::make_exception_ptr(std::out_of_range(error_message(
+          p->op, "indices must lie in [", -e.n, ", ", e.n, ") along axis ", e.axis,
+          " (of size ", e.n, "); got ", e.value, "."))));
+    }
+  } catch (...) {
+    // Nothing may escape a host function; the error is lost rather than the process.
+  }
+  error_slots().release(p->slot);
+  delete p;
+}
+
+} // namespace detail
+
+/// The index range check of one node: construct before the node's kernels (they record into
+/// device()), call finish(out) after them. Disabled (device() null, finish a no-op) when
+/// `enabled` is false, i.e. when no index can be out of range.
+class IndexErrorCheck {
+ public:
+  /// op: the public op named by the error (a string literal: read later by the host function).
+  IndexErrorCheck(const char* op, bool enabled) : op_(op) {
+    if (!enabled) return;
+    dev_ = static_cast<IndexError*>(scratch(sizeof(IndexError)));
+    NUVEC_CUDA_CHECK(cudaMemsetAsync(dev_, 0, sizeof(IndexError), stream()));
+  }
+
+  IndexError* device() const { return dev_; }
+
+  /// Zeroes out's `bytes` bytes (the node's output) on the device when an error was recorded
+  /// and reports it at the host's next eval.
+  void finish(void* out, size_t bytes) {
+    if (dev_ == nullptr) return;
+    auto slot = detail::error_slots().acquire();
+    detail::finish_index_check_kernel<<<32, 256, 0, stream()>>>(
+        dev_, static_cast<unsigned char*>(out), bytes, slot.device);
+    check_launch("finish_index_check_kernel");
+    auto* pending = new detail::PendingCheck{slot, op_};
+    cudaError_t err = cudaLaunchHostFunc(stream(), detail::report_index_error, pending);
+    if (err != cudaSuccess) {
+      detail::error_slots().release(slot);
+      delete pending;
+      check(err, "cudaLaunchHostFunc");
+    }
+  }
+
+ private:
+  const char* op_;
+  IndexError* dev_ = nullptr;
+};
+
+/// Whether an index of dtype can lie outside [-n, n): not for unsigned types whose largest
+/// value is below n (uint8 indices into an axis of 256 or more, uint16 into 65536 or more).
+inline bool index_may_be_out_of_range(Dtype dtype, int64_t n) {
+  if (dtype == uint8) return n <= 255;
+  if (dtype == uint16) return n <= 65535;
+  return true;
+}
+
+} // namespace nuvec::cu

@@ -1,0 +1,107 @@
+// nuvec: device-side building blocks shared by the CUDA kernel files (.cu only): the device
+// element type of each dtype, a dtype dispatcher over them, and a strided indexer that
+// turns a linear index into per-operand offsets after StridedPlan's dimension merging.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/std/complex>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "backend/common/strided.h"
+#include "backend/cuda/cuda_utils.h"
+#include "nuvec/dtype.h"
+
+namespace nuvec::cu {
+
+/// complex64 on the device (same layout as complex64_t: real, imaginary float).
+using complex64 = cuda::std::complex<float>;
+
+/// Calls f.template operator()<T>() with T the device element type of dtype:
+/// bool, the integer types, __half, __nv_bfloat16, float, double, complex64.
+template <typename F>
+decltype(auto) dispatch_device_types(Dtype dtype, F&& f) {
+  switch (dtype.val) {
+    case Dtype::Val::bool_: return f.template operator()<bool>();
+    case Dtype::Val::uint8: return f.template operator()<uint8_t>();
+    case Dtype::Val::uint16: return f.template operator()<uint16_t>();
+    case Dtype::Val::uint32: return f.template operator()<uint32_t>();
+    case Dtype::Val::uint64: return f.template operator()<uint64_t>();
+    case Dtype::Val::int8: return f.template operator()<int8_t>();
+    case Dtype::Val::int16: return f.template operator()<int16_t>();
+    case Dtype::Val::int32: return f.template operator()<int32_t>();
+    case Dtype::Val::int64: return f.template operator()<int64_t>();
+    case Dtype::Val::float16: return f.template operator()<__half>();
+    case Dtype::Val::float32: return f.template operator()<float>();
+    case Dtype::Val::float64: return f.template operator()<double>();
+    case Dtype::Val::bfloat16: return f.template operator()<__nv_bfloat16>();
+    case Dtype::Val::complex64: return f.template operator()<complex64>();
+  }
+  throw std::invalid_argument("[cuda] unknown dtype.");
+}
+
+template <typename T>
+inline constexpr bool is_half_device_v =
+    std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+template <typename T>
+inline constexpr bool is_complex_device_v = std::is_same_v<T, complex64>;
+template <typename T>
+inline constexpr bool is_float_device_v = std::is_floating_point_v<T> || is_half_device_v<T>;
+
+/// The type arithmetic on T runs in on the device: float for the half types.
+template <typename T>
+using device_acc_t = std::conditional_t<is_half_device_v<T>, float, T>;
+
+/// Most dimensions a strided kernel walks after merging (arrays with more dimensions that
+/// cannot be merged are copied to contiguous form first by the caller, or rejected).
+constexpr int kMaxDims = 8;
+
+/// Shape and N operands' strides, passed to kernels by value.
+template <int N>
+struct StridedIndexer {
+  int ndim;
+  int64_t shape[kMaxDims];
+  int64_t strides[N][kMaxDims];
+
+  /// Element offsets of the operands at row-major linear index i.
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      int64_t q = i / shape[d];
+      int64_t r = i - q * shape[d];
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += r * strides[k][d];
+      i = q;
+    }
+  }
+};
+
+/// Builds the indexer of a merged plan; throws std::invalid_argument naming `op` when more
+/// than kMaxDims dimensions remain.
+template <int N>
+StridedIndexer<N> make_indexer(const StridedPlan& plan, const char* op) {
+  if (plan.shape.size() > size_t(kMaxDims)) {
+    throw std::invalid_argument(
+        std::string("[") + op + "] the GPU kernels walk at most " + std::to_string(kMaxDims) +
+        " non-mergeable dimensions; got " + std::to_string(plan.shape.size()) + ".");
+  }
+  StridedIndexer<N> ix{};
+  ix.ndim = static_cast<int>(plan.shape.size());
+  for (int d = 0; d < ix.ndim; ++d) {
+    ix.shape[d] = plan.shape[d];
+    for (int k = 0; k < N; ++k) ix.strides[k][d] = plan.strides[k][d];
+  }
+  return ix;
+}
+
+/// Grid-stride loop over [0, n).
+#define NUVEC_CUDA_KERNEL_LOOP(i, n)                                                   \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < int64_t(n);    \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+} // namespace nuvec::cu

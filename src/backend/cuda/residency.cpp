@@ -1,0 +1,85 @@
+// nuvec: moving array data between the host and the GPU on demand (docs/CUDA-BACKEND.md).
+// Each direction runs at most once per buffer, under the buffer's residency mutex.
+#include <stdexcept>
+
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/stream.h"
+#include "backend/gpu.h"
+#include "nuvec/primitives.h"
+
+namespace nuvec {
+
+namespace gpu {
+
+void ensure_host(array::Data& d) {
+  std::lock_guard<std::mutex> lk(d.residency_mtx);
+  if (d.buffer.ptr()) return;
+  void* dev = d.device.load();
+  auto buf = allocator::malloc(d.nbytes);
+  if (!dev) {
+    throw std::runtime_error("[array] buffer has neither host nor device data.");
+  }
+  // On a GPU worker the producer may be this stream's still-running kernel; elsewhere an
+  // event already ordered the read after it (see Event::signal).
+  if (auto* st = cu::current_state()) {
+    cu::check(cudaStreamSynchronize(st->stream()), "cudaStreamSynchronize");
+  }
+  if (d.nbytes > 0) {
+    cu::check(cudaMemcpy(buf.raw_ptr(), dev, d.nbytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  }
+  d.buffer = buf;
+}
+
+} // namespace gpu
+
+namespace cu {
+
+void* device_ptr(const array& arr) {
+  auto data = arr.data_shared_ptr();
+  if (!data) throw std::runtime_error("[cuda] input array has no data.");
+  void* dev = data->device.load();
+  if (!dev) {
+    std::lock_guard<std::mutex> lk(data->residency_mtx);
+    dev = data->device.load();
+    if (!dev) {
+      dev = device_malloc(data->nbytes);
+      if (data->nbytes > 0) {
+        // Synchronous on purpose: another stream may read the copy as soon as `device` is
+        // set, and the host buffer may be freed right after.
+        cudaStream_t s = stream();
+        check(
+            cudaMemcpyAsync(dev, data->buffer.raw_ptr(), data->nbytes, cudaMemcpyHostToDevice, s),
+            "cudaMemcpyAsync H2D");
+        check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      }
+      data->device.store(dev);
+    }
+  }
+  return static_cast<char*>(dev) + arr.offset() * int64_t(arr.itemsize());
+}
+
+void* alloc_output(array& out) {
+  size_t n = out.nbytes();
+  void* p = device_malloc(n);
+  out.set_device_data(p, n);
+  return p;
+}
+
+void* alloc_output(array& out, size_t data_size, Strides strides, array::Flags flags) {
+  size_t n = data_size * out.itemsize();
+  void* p = device_malloc(n);
+  out.set_device_data(p, n, data_size, std::move(strides), flags);
+  return p;
+}
+
+void eval_on_host(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) {
+  // Inputs made by this stream's kernels must be finished before the host reads them (the
+  // host copies are made lazily by raw_data()).
+  check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+  p.eval_cpu(inputs, outputs);
+}
+
+} // namespace cu
+
+} // namespace nuvec

@@ -1,0 +1,131 @@
+// nuvec: GPU streams. Each nuvec GPU stream's worker owns a non-blocking CUDA stream; nodes
+// launch kernels there without waiting. A buffer a kernel uses must outlive the kernel, not
+// just the node's task on the worker, so owners are held and released in batches once an
+// event recorded after them has completed (a freed block may then be reused by any stream).
+#include "backend/cuda/stream.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/cuda_utils.h"
+#include "backend/gpu.h"
+
+namespace nuvec::cu {
+
+namespace {
+
+// Nodes between two release events: an event per node would cost more than the kernels of
+// small graphs, and holding a few dozen nodes' buffers costs little memory.
+constexpr int kTasksPerEvent = 16;
+
+thread_local StreamState* tl_current = nullptr;
+
+} // namespace
+
+StreamState::StreamState(int device) : device_(device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+}
+
+StreamState::~StreamState() {
+  // Streams live for the process; at exit the driver may already be gone, so errors are
+  // ignored here.
+  cudaStreamSynchronize(stream_);
+  for (auto& [ev, held] : pending_) cudaEventDestroy(ev);
+  for (auto ev : free_events_) cudaEventDestroy(ev);
+  cudaStreamDestroy(stream_);
+}
+
+void StreamState::hold(std::shared_ptr<array::Data> data) {
+  if (data) current_.data.push_back(std::move(data));
+}
+
+void StreamState::hold_scratch(void* ptr, size_t size) {
+  current_.scratch.emplace_back(ptr, size);
+}
+
+void StreamState::release(Held& h) {
+  h.data.clear();
+  for (auto& [p, n] : h.scratch) device_free(p, n);
+  h.scratch.clear();
+}
+
+void StreamState::end_task() {
+  if (++tasks_ >= kTasksPerEvent) {
+    tasks_ = 0;
+    cudaEvent_t ev;
+    if (free_events_.empty()) {
+      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+    } else {
+      ev = free_events_.back();
+      free_events_.pop_back();
+    }
+    check(cudaEventRecord(ev, stream_), "cudaEventRecord");
+    pending_.emplace_back(ev, std::move(current_));
+    current_ = Held{};
+  }
+  while (!pending_.empty()) {
+    cudaError_t st = cudaEventQuery(pending_.front().first);
+    if (st == cudaErrorNotReady) break;
+    check(st, "cudaEventQuery");
+    release(pending_.front().second);
+    free_events_.push_back(pending_.front().first);
+    pending_.pop_front();
+  }
+}
+
+void StreamState::synchronize() {
+  cudaError_t err = cudaStreamSynchronize(stream_);
+  // At process exit the runtime may unload while a worker still finishes a signal: the
+  // device work is moot then, and throwing on a worker would terminate the process.
+  if (err == cudaErrorCudartUnloading) return;
+  check(err, "cudaStreamSynchronize");
+  for (auto& [ev, held] : pending_) {
+    release(held);
+    free_events_.push_back(ev);
+  }
+  pending_.clear();
+  release(current_);
+  tasks_ = 0;
+}
+
+StreamState& stream_state(Stream s) {
+  static std::mutex mtx;
+  // Leaked: worker threads may still run during static destruction.
+  static auto* states = new std::unordered_map<int, std::unique_ptr<StreamState>>();
+  std::lock_guard<std::mutex> lk(mtx);
+  auto& st = (*states)[s.index];
+  if (!st) st = std::make_unique<StreamState>(s.device.index);
+  return *st;
+}
+
+StreamState* current_state() {
+  return tl_current;
+}
+
+cudaStream_t stream() {
+  if (!tl_current) {
+    throw std::runtime_error("[cuda] no GPU node is being evaluated on this thread.");
+  }
+  return tl_current->stream();
+}
+
+void* scratch(size_t bytes) {
+  if (!tl_current) {
+    throw std::runtime_error("[cuda] scratch memory is only available inside eval_gpu.");
+  }
+  void* p = device_malloc(bytes);
+  tl_current->hold_scratch(p, bytes);
+  return p;
+}
+
+void retain(const array& a) {
+  if (tl_current) tl_current->hold(a.data_shared_ptr());
+}
+
+void set_current_state(StreamState* s) {
+  tl_current = s;
+}
+
+} // namespace nuvec::cu

@@ -1,0 +1,57 @@
+// nuvec: the state of one nuvec GPU stream on its worker thread: the CUDA stream its kernels
+// go to, and the buffers kept alive until the device has executed the kernels using them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "nuvec/array.h"
+
+namespace nuvec::cu {
+
+class StreamState {
+ public:
+  explicit StreamState(int device);
+  ~StreamState();
+  StreamState(const StreamState&) = delete;
+  StreamState& operator=(const StreamState&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+
+  /// Keeps a buffer owner alive until the work launched so far has run.
+  void hold(std::shared_ptr<array::Data> data);
+  /// Keeps a scratch block alive likewise, then returns it to the allocator.
+  void hold_scratch(void* ptr, size_t size);
+  /// Ends a node: every few nodes an event marks what was held, and batches whose event
+  /// has completed are released.
+  void end_task();
+  /// Waits for the device to run everything launched on the stream; releases all holds.
+  void synchronize();
+
+ private:
+  struct Held {
+    std::vector<std::shared_ptr<array::Data>> data;
+    std::vector<std::pair<void*, size_t>> scratch;
+  };
+  void release(Held& h);
+
+  int device_;
+  cudaStream_t stream_{nullptr};
+  Held current_;
+  int tasks_{0};
+  std::deque<std::pair<cudaEvent_t, Held>> pending_;
+  std::vector<cudaEvent_t> free_events_;
+};
+
+/// The state of stream s (created on first use; only s's worker thread may use it).
+StreamState& stream_state(Stream s);
+
+/// The state of the node being evaluated on this thread (null outside gpu::eval tasks).
+StreamState* current_state();
+void set_current_state(StreamState* s);
+
+} // namespace nuvec::cu
