@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """nuvec on the GPU beside PyTorch, in the same run, on the same GPU.
 
-Runs build*/bench/nuvec-gpu-timings (nuvec's side: host-timed eval, median of runs) and the
-same workloads in PyTorch (CUDA events, median of runs), then prints one table:
+Runs build*/bench/nuvec-gpu-timings (nuvec's side: host-timed eval of 10 back-to-back copies
+of each workload, per op, median of runs) and the same workloads in PyTorch (CUDA events
+around 10 back-to-back calls, per op, median of runs), then prints one table:
 time of each, PyTorch/nuvec (>1: nuvec faster), and the physical floor over nuvec's time:
 bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^28 float32)
 or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
@@ -20,7 +21,9 @@ import torch
 PEAK_TFLOPS = {"bf16": 989.4, "f16": 989.4, "f32": 66.9}
 
 
-def cuda_median_ms(fn, runs=20, warmup=3):
+def cuda_median_ms(fn, runs=20, warmup=3, batch=10):
+    """Median over runs of the time per op of `batch` back-to-back calls of fn, bracketed by
+    CUDA events (outputs kept alive, as nuvec's side keeps its batch)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -29,10 +32,11 @@ def cuda_median_ms(fn, runs=20, warmup=3):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        outs = [fn() for _ in range(batch)]
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        del outs
+        times.append(start.elapsed_time(end) / batch)
     return statistics.median(times)
 
 
@@ -75,7 +79,7 @@ def torch_side(only):
                 y = y + xs
             return y
 
-        ms = cuda_median_ms(chain, runs=5, warmup=1)
+        ms = cuda_median_ms(chain, runs=5, warmup=1, batch=1)
         res["chain_10000_small_ops_per_op_us"] = ms * 1000.0 / 10000
     return res
 

@@ -1,8 +1,8 @@
 // nuvec: GPU timings for bench/gpu_compare.py, which runs PyTorch on the same workloads in
 // the same process tree and prints the ratios. Prints one line per workload:
 //   <name> <median milliseconds> <runs>
-// Each workload is evaluated once to warm up (allocator cache, cuBLASLt heuristics), then
-// timed end to end on the host around eval (which waits for the GPU), median of the runs.
+// Each workload is run once to warm up, then timed on the host around eval (which waits for
+// the GPU) over a batch of independent copies; median over the runs.
 // Inputs are random and evaluated on the GPU before timing; outputs are fresh each run.
 #include <algorithm>
 #include <chrono>
@@ -18,25 +18,27 @@ namespace nx = nuvec;
 
 namespace {
 
-double median_ms(int runs, const std::function<nx::array()>& make) {
-  {
-    nx::array w = make();
-    nx::eval(w);
-  }
-  std::vector<double> t;
-  for (int i = 0; i < runs; ++i) {
+// Median over `runs` of the time per op of `batch` independent copies of the workload
+// launched back to back and evaluated together (the launch and sync cost is spread as in
+// PyTorch's measurement, which brackets `batch` ops with CUDA events).
+double median_ms(int runs, int batch, const std::function<nx::array()>& make) {
+  auto once = [&] {
+    std::vector<nx::array> ys;
+    for (int b = 0; b < batch; ++b) ys.push_back(make());
     auto t0 = std::chrono::steady_clock::now();
-    nx::array y = make();
-    nx::eval(y);
+    nx::eval(ys);
     auto t1 = std::chrono::steady_clock::now();
-    t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
+    return std::chrono::duration<double, std::milli>(t1 - t0).count() / batch;
+  };
+  once(); // warm-up: allocator cache, cuBLASLt heuristics, cuFFT plans
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) t.push_back(once());
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
 
-void report(const char* name, int runs, const std::function<nx::array()>& make) {
-  std::printf("%s %.6f %d\n", name, median_ms(runs, make), runs);
+void report(const char* name, int runs, const std::function<nx::array()>& make, int batch = 10) {
+  std::printf("%s %.6f %d\n", name, median_ms(runs, batch, make), runs);
   std::fflush(stdout);
 }
 
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
     // building, scheduling and launching (nothing to fuse: compile is not used).
     nx::array x = rand_gpu({1024}, nx::float32);
     const int ops = 10000;
-    double ms = median_ms(5, [&] {
+    double ms = median_ms(5, 1, [&] {
       nx::array y = x;
       for (int i = 0; i < ops; ++i) y = nx::add(y, x);
       return y;

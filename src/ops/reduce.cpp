@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/ops_common.h"
+#include "primitives/softmax.h"
 
 namespace nuvec {
 
@@ -302,8 +303,15 @@ array softmax(const array& a, const std::vector<int>& axes, bool precise, Stream
   // Half inputs always normalise in float32: a float16 denominator overflows past 65504
   // terms (NumPy's answer over MLX's; `precise` is kept for API compatibility).
   bool widen = dt == float16 || dt == bfloat16;
+  if (a.size() == 0) return astype(a, dt, s);
+  // Over the last axis of a real floating input, one Softmax node (one read, one write)
+  // instead of the five passes below; its kernels widen half types to float32 themselves,
+  // so the result is the composed formula's (NaN for a row of all -inf, as NumPy).
+  if (ax.size() == 1 && ax[0] == static_cast<int>(a.ndim()) - 1 && issubdtype(dt, floating)) {
+    array in = astype(a, dt, s);
+    return array(in.shape(), dt, std::make_shared<Softmax>(to_stream(s), precise), {in});
+  }
   array x = astype(a, widen ? float32 : dt, s);
-  if (a.size() == 0) return astype(x, dt, s);
   array m = stop_gradient(max(x, ax, true, s), s);
   array e = exp(subtract(x, m, s), s);
   array out = divide(e, sum(e, ax, true, s), s);

@@ -12,8 +12,9 @@
 namespace nuvec {
 
 /// A shape with one stride vector per operand, after merging collapsible dimensions.
+/// Extents are 64-bit: merged dimensions of arrays over 2^31 elements overflow int32.
 struct StridedPlan {
-  Shape shape;
+  std::vector<int64_t> shape;
   std::vector<Strides> strides; // strides[k] for operand k, in elements
 };
 

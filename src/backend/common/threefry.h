@@ -7,6 +7,13 @@
 #include <cstring>
 #include <utility>
 
+// Host and device: the CUDA RandomBits kernel hashes with the same function.
+#ifdef __CUDACC__
+#define NUVEC_THREEFRY_HD __host__ __device__
+#else
+#define NUVEC_THREEFRY_HD
+#endif
+
 namespace nuvec::threefry {
 
 /// Two 32-bit words: a key or a counter block.
@@ -17,11 +24,14 @@ struct Words {
 /// threefry2x32_20(key, counter): 5 groups of 4 rounds with rotations (13, 15, 26, 6) and
 /// (17, 29, 16, 24) alternating, and a key injection (ks[(g+1)%3], ks[(g+2)%3] + g + 1) after
 /// group g, where ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA) (Random123's parity constant).
-inline Words hash(Words key, Words ctr) {
+NUVEC_THREEFRY_HD inline Words hash(Words key, Words ctr) {
   constexpr uint32_t rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
   const uint32_t ks[3] = {key.x0, key.x1, key.x0 ^ key.x1 ^ 0x1BD11BDAu};
   uint32_t x0 = ctr.x0 + ks[0];
   uint32_t x1 = ctr.x1 + ks[1];
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
   for (uint32_t g = 0; g < 5; ++g) {
     for (uint32_t r : rot[g % 2]) {
       x0 += x1;

@@ -117,7 +117,41 @@ DeviceAllocator& allocator() {
   return *a;
 }
 
+// Pinned staging blocks for small uploads, by rounded size. Not counted as device memory.
+struct PinnedPool {
+  std::mutex mtx;
+  std::unordered_map<size_t, std::vector<void*>> free;
+};
+
+PinnedPool& pinned_pool() {
+  static auto* p = new PinnedPool();
+  return *p;
+}
+
 } // namespace
+
+void* pinned_malloc(size_t size) {
+  size_t r = round_size(size);
+  auto& pool = pinned_pool();
+  {
+    std::lock_guard<std::mutex> lk(pool.mtx);
+    auto& v = pool.free[r];
+    if (!v.empty()) {
+      void* p = v.back();
+      v.pop_back();
+      return p;
+    }
+  }
+  void* p = nullptr;
+  check(cudaMallocHost(&p, r), "cudaMallocHost");
+  return p;
+}
+
+void pinned_free(void* ptr, size_t size) {
+  auto& pool = pinned_pool();
+  std::lock_guard<std::mutex> lk(pool.mtx);
+  pool.free[round_size(size)].push_back(ptr);
+}
 
 void* device_malloc(size_t size) {
   return allocator().malloc(size);

@@ -13,4 +13,10 @@ void* device_malloc(size_t size);
 /// Returns a block from device_malloc (size as requested) to the cache.
 void device_free(void* ptr, size_t size);
 
+/// size bytes of pinned (page-locked) host memory, cached like device blocks: the staging
+/// area of host-to-device copies that must not stall the stream (a copy from pageable
+/// memory waits for the stream's earlier work first).
+void* pinned_malloc(size_t size);
+void pinned_free(void* ptr, size_t size);
+
 } // namespace nuvec::cu

@@ -159,7 +159,7 @@ void launch_binary(
     return;
   }
   auto ins = cu::fit_dims(inputs, outputs[0].shape());
-  auto ix = cu::make_indexer64<2>(cu::input_plan(ins, outputs[0].shape()), name);
+  auto ix = cu::make_indexer<2>(cu::input_plan(ins, outputs[0].shape()), name);
   binary_strided_kernel<Body, T, O, M>
       <<<cu::grid_for(size_t(plan.n), kEwThreads), kEwThreads, 0, cu::stream()>>>(
           body, cu::device_ptr<T>(ins[0]), cu::device_ptr<T>(ins[1]), outs, plan.n, ix);

@@ -59,13 +59,13 @@ __global__ void copy_kernel(const In* src, Out* dst, int64_t n, StridedIndexer<2
 /// kMaxDims dimensions are walked on the host over their leading dimensions, one launch per
 /// index (they are rare: every dimension left is one that cannot merge).
 template <typename In, typename Out>
-void launch_copy(const In* src, Out* dst, const Plan64& plan) {
+void launch_copy(const In* src, Out* dst, const StridedPlan& plan) {
   const size_t nd = plan.shape.size();
   if (nd > size_t(kMaxDims)) {
     const size_t outer = nd - kMaxDims;
     int64_t count = 1;
     for (size_t d = 0; d < outer; ++d) count *= plan.shape[d];
-    Plan64 inner;
+    StridedPlan inner;
     inner.shape.assign(plan.shape.begin() + outer, plan.shape.end());
     for (const auto& s : plan.strides) inner.strides.emplace_back(s.begin() + outer, s.end());
     std::vector<int64_t> idx(outer, 0);
@@ -106,7 +106,7 @@ void dispatch_width(size_t bytes, F&& f) {
 }
 
 /// Copies the elements of a plan of (source, destination) operands between dtypes.
-void copy_plan(const void* src, Dtype src_dtype, void* dst, Dtype dst_dtype, const Plan64& plan) {
+void copy_plan(const void* src, Dtype src_dtype, void* dst, Dtype dst_dtype, const StridedPlan& plan) {
   int64_t n = 1;
   for (auto e : plan.shape) n *= e;
   if (n == 0) return;
@@ -153,7 +153,7 @@ void copy_elements(
   for (auto d : shape) {
     if (d == 0) return;
   }
-  copy_plan(src, src_dtype, dst, dst_dtype, collapse_dims64(shape, {src_strides, dst_strides}));
+  copy_plan(src, src_dtype, dst, dst_dtype, collapse_dims(shape, {src_strides, dst_strides}));
 }
 
 /// copy.h: in's elements in row-major order into out's row-contiguous device buffer.
@@ -206,7 +206,7 @@ void AsType::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outp
     return;
   }
   void* dst = cu::alloc_output(out, in.data_size(), in.strides(), in.flags());
-  cu::Plan64 flat{{int64_t(in.size())}, {{1}, {1}}};
+  StridedPlan flat{{int64_t(in.size())}, {{1}, {1}}};
   cu::copy_plan(cu::device_ptr(in), in.dtype(), dst, out.dtype(), flat);
 }
 

@@ -195,70 +195,12 @@ inline EwPlan plan_elementwise(const std::vector<array>& inputs, std::vector<arr
   return plan;
 }
 
-/// A strided plan with 64-bit extents: collapse_dims (backend/common/strided.h) keeps merged
-/// dimensions in an int32 Shape, which overflows for arrays over 2^31 elements.
-struct Plan64 {
-  std::vector<int64_t> shape;
-  std::vector<Strides> strides; // strides[k] for operand k, in elements
-};
-
-/// collapse_dims' rule in 64 bits: merges adjacent dimensions that walk like one in every
-/// operand, drops size-1 dimensions; at least one dimension.
-inline Plan64 collapse_dims64(const Shape& shape, const std::vector<Strides>& strides) {
-  Plan64 plan;
-  plan.strides.resize(strides.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !plan.shape.empty();
-    for (size_t k = 0; merge && k < strides.size(); ++k) {
-      merge = plan.strides[k].back() == strides[k][d] * shape[d];
-    }
-    if (merge) {
-      plan.shape.back() *= shape[d];
-      for (size_t k = 0; k < strides.size(); ++k) plan.strides[k].back() = strides[k][d];
-    } else {
-      plan.shape.push_back(shape[d]);
-      for (size_t k = 0; k < strides.size(); ++k) plan.strides[k].push_back(strides[k][d]);
-    }
-  }
-  if (plan.shape.empty()) {
-    plan.shape.push_back(1);
-    for (auto& s : plan.strides) s.push_back(0);
-  }
-  return plan;
-}
-
-/// The indexer of dimensions [first, first + kMaxDims) (or to the end) of a plan.
-template <int N>
-StridedIndexer<N> indexer_of(const Plan64& plan, size_t first = 0) {
-  StridedIndexer<N> ix{};
-  size_t nd = std::min(plan.shape.size() - first, size_t(kMaxDims));
-  ix.ndim = static_cast<int>(nd);
-  for (size_t d = 0; d < nd; ++d) {
-    ix.shape[d] = plan.shape[first + d];
-    for (int k = 0; k < N; ++k) ix.strides[k][d] = plan.strides[k][first + d];
-  }
-  return ix;
-}
-
-/// The indexer of a whole plan; throws std::invalid_argument naming `op` when more than
-/// kMaxDims dimensions remain (make_indexer's rule).
-template <int N>
-StridedIndexer<N> make_indexer64(const Plan64& plan, const char* op) {
-  if (plan.shape.size() > size_t(kMaxDims)) {
-    throw std::invalid_argument(
-        std::string("[") + op + "] the GPU kernels walk at most " + std::to_string(kMaxDims) +
-        " non-mergeable dimensions; got " + std::to_string(plan.shape.size()) + ".");
-  }
-  return indexer_of<N>(plan);
-}
-
 /// The strided plan of the inputs over `shape` (their broadcast strides, dimensions merged).
 /// Outputs are row-contiguous on this path, so output element i is simply i.
-inline Plan64 input_plan(const std::vector<array>& inputs, const Shape& shape) {
+inline StridedPlan input_plan(const std::vector<array>& inputs, const Shape& shape) {
   std::vector<Strides> strides;
   for (const auto& in : inputs) strides.push_back(broadcast_strides(in, shape));
-  return collapse_dims64(shape, strides);
+  return collapse_dims(shape, strides);
 }
 
 /// The inputs, with every non-0-d one made row-contiguous on the device when their plan over

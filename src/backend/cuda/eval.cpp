@@ -9,6 +9,7 @@
 #include "backend/cuda/stream.h"
 #include "backend/gpu.h"
 #include "core/scheduler.h"
+#include "nuvec/memory.h"
 #include "nuvec/primitives.h"
 
 namespace nuvec::gpu {
@@ -38,6 +39,9 @@ void eval(array& arr) {
           for (auto& o : outputs) st->hold(o.data_shared_ptr());
           try {
             st->end_task();
+            // Over the memory limit, release what this stream holds now rather than a
+            // batch later: eval's own check runs ahead of the worker and cannot see it.
+            if (get_active_memory() > get_memory_limit()) st->synchronize();
           } catch (...) {
             cpu::record_kernel_error(std::current_exception());
           }

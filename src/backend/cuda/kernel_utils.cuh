@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda/std/complex>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -81,7 +82,21 @@ struct StridedIndexer {
   }
 };
 
-/// Builds the indexer of a merged plan; throws std::invalid_argument naming `op` when more
+/// The indexer of dimensions [first, first + kMaxDims) (or to the end) of a merged plan
+/// (callers that loop over leading dimensions on the host take them in pieces).
+template <int N>
+StridedIndexer<N> indexer_of(const StridedPlan& plan, size_t first = 0) {
+  StridedIndexer<N> ix{};
+  size_t nd = std::min(plan.shape.size() - first, size_t(kMaxDims));
+  ix.ndim = static_cast<int>(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    ix.shape[d] = plan.shape[first + d];
+    for (int k = 0; k < N; ++k) ix.strides[k][d] = plan.strides[k][first + d];
+  }
+  return ix;
+}
+
+/// The indexer of a whole merged plan; throws std::invalid_argument naming `op` when more
 /// than kMaxDims dimensions remain.
 template <int N>
 StridedIndexer<N> make_indexer(const StridedPlan& plan, const char* op) {
@@ -90,13 +105,7 @@ StridedIndexer<N> make_indexer(const StridedPlan& plan, const char* op) {
         std::string("[") + op + "] the GPU kernels walk at most " + std::to_string(kMaxDims) +
         " non-mergeable dimensions; got " + std::to_string(plan.shape.size()) + ".");
   }
-  StridedIndexer<N> ix{};
-  ix.ndim = static_cast<int>(plan.shape.size());
-  for (int d = 0; d < ix.ndim; ++d) {
-    ix.shape[d] = plan.shape[d];
-    for (int k = 0; k < N; ++k) ix.strides[k][d] = plan.strides[k][d];
-  }
-  return ix;
+  return indexer_of<N>(plan);
 }
 
 /// Grid-stride loop over [0, n).

@@ -1,9 +1,10 @@
 // nuvec: GPU kernel of RandomBits: Threefry-2x32 (20 rounds) in MLX's counter layout, bit for
-// bit the CPU's src/backend/cpu/random.cpp and src/backend/common/threefry.h, so a key gives
+// bit the CPU's src/backend/cpu/random.cpp (both hash with backend/common/threefry.h), so a key gives
 // the same bits on either device. One thread per counter block (a pair of output words).
 #include <cstdint>
 
 #include "backend/common/strided.h"
+#include "backend/common/threefry.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -16,28 +17,6 @@ namespace {
 using cu::StridedIndexer;
 
 constexpr unsigned kThreads = 256;
-
-/// threefry2x32_20(key, counter), the device twin of threefry::hash (threefry.h, which is
-/// host-only): rotations (13, 15, 26, 6) / (17, 29, 16, 24) by group, key injection
-/// (ks[(g+1)%3], ks[(g+2)%3] + g + 1) after group g, ks[2] = k0 ^ k1 ^ 0x1BD11BDA.
-__device__ __forceinline__ uint2 threefry_hash(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1) {
-  const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
-  constexpr uint32_t rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
-  uint32_t x0 = c0 + ks[0];
-  uint32_t x1 = c1 + ks[1];
-#pragma unroll
-  for (uint32_t g = 0; g < 5; ++g) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      x0 += x1;
-      x1 = __funnelshift_l(x1, x1, rot[g % 2][r]); // rotate left
-      x1 ^= x0;
-    }
-    x0 += ks[(g + 1) % 3];
-    x1 += ks[(g + 2) % 3] + g + 1;
-  }
-  return make_uint2(x0, x1);
-}
 
 /// Word `word` (little-endian) of one key's block of `nbytes` bytes at base: a whole word
 /// when it fits (aligned: every block starts at a multiple of 4 bytes), else its low bytes.
@@ -80,12 +59,12 @@ __global__ void random_bits_kernel(
     unsigned char* base = out + i * bytes_per_key;
     if (j < h) {
       const int64_t hi = j + h + odd;
-      uint2 r = threefry_hash(k0, k1, static_cast<uint32_t>(j), static_cast<uint32_t>(hi));
-      put_word(base, bytes_per_key, j, r.x, aligned);
-      put_word(base, bytes_per_key, hi, r.y, aligned);
+      threefry::Words r = threefry::hash({k0, k1}, {static_cast<uint32_t>(j), static_cast<uint32_t>(hi)});
+      put_word(base, bytes_per_key, j, r.x0, aligned);
+      put_word(base, bytes_per_key, hi, r.x1, aligned);
     } else {
-      uint2 r = threefry_hash(k0, k1, static_cast<uint32_t>(h), 0u);
-      put_word(base, bytes_per_key, h, r.x, aligned);
+      threefry::Words r = threefry::hash({k0, k1}, {static_cast<uint32_t>(h), 0u});
+      put_word(base, bytes_per_key, h, r.x0, aligned);
     }
   }
 }

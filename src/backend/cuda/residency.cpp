@@ -1,5 +1,6 @@
 // nuvec: moving array data between the host and the GPU on demand (docs/CUDA-BACKEND.md).
 // Each direction runs at most once per buffer, under the buffer's residency mutex.
+#include <cstring>
 #include <stdexcept>
 
 #include "backend/cuda/allocator.h"
@@ -35,6 +36,33 @@ void ensure_host(array::Data& d) {
 
 namespace cu {
 
+namespace {
+
+// Uploads up to this size go through pinned staging without stalling the stream: the
+// scalars and small arrays graphs create on the host (constants, hyperparameters, labels).
+constexpr size_t kStagedUpload = size_t(1) << 20;
+
+// Copies n host bytes to dev on the current stream. A copy from pageable memory waits for
+// the stream's earlier work, so small ones are staged through pinned memory and stay
+// asynchronous. With several GPU streams another one may read the copy as soon as it is
+// published, so the copy is waited for then; likewise for large copies, whose source the
+// caller may free as soon as this returns.
+void upload(void* dev, const void* host, size_t n) {
+  cudaStream_t s = stream();
+  if (n <= kStagedUpload) {
+    void* staged = pinned_malloc(n);
+    std::memcpy(staged, host, n);
+    check(cudaMemcpyAsync(dev, staged, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
+    current_state()->hold_pinned(staged, n);
+    if (stream_count() == 1) return;
+  } else {
+    check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
+  }
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+} // namespace
+
 void* device_ptr(const array& arr) {
   auto data = arr.data_shared_ptr();
   if (!data) throw std::runtime_error("[cuda] input array has no data.");
@@ -44,15 +72,7 @@ void* device_ptr(const array& arr) {
     dev = data->device.load();
     if (!dev) {
       dev = device_malloc(data->nbytes);
-      if (data->nbytes > 0) {
-        // Synchronous on purpose: another stream may read the copy as soon as `device` is
-        // set, and the host buffer may be freed right after.
-        cudaStream_t s = stream();
-        check(
-            cudaMemcpyAsync(dev, data->buffer.raw_ptr(), data->nbytes, cudaMemcpyHostToDevice, s),
-            "cudaMemcpyAsync H2D");
-        check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-      }
+      if (data->nbytes > 0) upload(dev, data->buffer.raw_ptr(), data->nbytes);
       data->device.store(dev);
     }
   }

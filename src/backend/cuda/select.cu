@@ -116,7 +116,7 @@ void select_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
     return;
   }
   auto ins = cu::fit_dims(inputs, outputs[0].shape());
-  auto ix = cu::make_indexer64<3>(cu::input_plan(ins, outputs[0].shape()), "where");
+  auto ix = cu::make_indexer<3>(cu::input_plan(ins, outputs[0].shape()), "where");
   select_strided_kernel<T><<<cu::grid_for(size_t(plan.n), kEwThreads), kEwThreads, 0, cu::stream()>>>(
       cu::device_ptr<uint8_t>(ins[0]), cu::device_ptr<T>(ins[1]), cu::device_ptr<T>(ins[2]),
       out, plan.n, ix);

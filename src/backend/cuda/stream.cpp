@@ -17,7 +17,7 @@ namespace {
 
 // Nodes between two release events: an event per node would cost more than the kernels of
 // small graphs, and holding a few dozen nodes' buffers costs little memory.
-constexpr int kTasksPerEvent = 16;
+constexpr int kTasksPerEvent = 8;
 
 thread_local StreamState* tl_current = nullptr;
 
@@ -45,10 +45,16 @@ void StreamState::hold_scratch(void* ptr, size_t size) {
   current_.scratch.emplace_back(ptr, size);
 }
 
+void StreamState::hold_pinned(void* ptr, size_t size) {
+  current_.pinned.emplace_back(ptr, size);
+}
+
 void StreamState::release(Held& h) {
   h.data.clear();
   for (auto& [p, n] : h.scratch) device_free(p, n);
   h.scratch.clear();
+  for (auto& [p, n] : h.pinned) pinned_free(p, n);
+  h.pinned.clear();
 }
 
 void StreamState::end_task() {
@@ -90,14 +96,39 @@ void StreamState::synchronize() {
   tasks_ = 0;
 }
 
-StreamState& stream_state(Stream s) {
-  static std::mutex mtx;
+namespace {
+
+struct States {
+  std::mutex mtx;
+  std::unordered_map<int, std::unique_ptr<StreamState>> by_index;
+};
+
+States& states() {
   // Leaked: worker threads may still run during static destruction.
-  static auto* states = new std::unordered_map<int, std::unique_ptr<StreamState>>();
-  std::lock_guard<std::mutex> lk(mtx);
-  auto& st = (*states)[s.index];
+  static auto* s = new States();
+  return *s;
+}
+
+} // namespace
+
+StreamState& stream_state(Stream s) {
+  // Each worker serves one stream: remember its state instead of locking a map per node.
+  thread_local StreamState* mine = nullptr;
+  thread_local int mine_index = -1;
+  if (mine && mine_index == s.index) return *mine;
+  auto& all = states();
+  std::lock_guard<std::mutex> lk(all.mtx);
+  auto& st = all.by_index[s.index];
   if (!st) st = std::make_unique<StreamState>(s.device.index);
+  mine = st.get();
+  mine_index = s.index;
   return *st;
+}
+
+size_t stream_count() {
+  auto& all = states();
+  std::lock_guard<std::mutex> lk(all.mtx);
+  return all.by_index.size();
 }
 
 StreamState* current_state() {

@@ -26,6 +26,8 @@ class StreamState {
   void hold(std::shared_ptr<array::Data> data);
   /// Keeps a scratch block alive likewise, then returns it to the allocator.
   void hold_scratch(void* ptr, size_t size);
+  /// Keeps a pinned staging block likewise, then returns it to the pinned pool.
+  void hold_pinned(void* ptr, size_t size);
   /// Ends a node: every few nodes an event marks what was held, and batches whose event
   /// has completed are released.
   void end_task();
@@ -36,6 +38,7 @@ class StreamState {
   struct Held {
     std::vector<std::shared_ptr<array::Data>> data;
     std::vector<std::pair<void*, size_t>> scratch;
+    std::vector<std::pair<void*, size_t>> pinned;
   };
   void release(Held& h);
 
@@ -49,6 +52,9 @@ class StreamState {
 
 /// The state of stream s (created on first use; only s's worker thread may use it).
 StreamState& stream_state(Stream s);
+
+/// How many GPU streams have been used (uploads may skip a sync while there is one).
+size_t stream_count();
 
 /// The state of the node being evaluated on this thread (null outside gpu::eval tasks).
 StreamState* current_state();

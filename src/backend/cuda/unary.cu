@@ -121,7 +121,7 @@ void unary_gpu(Op op, const array& in, array& out, const char* name) {
       return;
     }
     auto ins = cu::fit_dims({in}, out.shape());
-    auto ix = cu::make_indexer64<1>(cu::input_plan(ins, out.shape()), name);
+    auto ix = cu::make_indexer<1>(cu::input_plan(ins, out.shape()), name);
     unary_strided_kernel<Op, K, O>
         <<<cu::grid_for(size_t(plan.n), kEwThreads), kEwThreads, 0, cu::stream()>>>(
             op, cu::device_ptr<K>(ins[0]), dst, plan.n, ix);

@@ -1,0 +1,96 @@
+// nuvec: CPU kernel of Softmax (softmax along the last axis; rules in
+// src/primitives/softmax.cpp). Per row: the max, exp(x - max) and its sum, then one scaling
+// pass, all in acc_t (float for the half types, double for float64): the composed formula's
+// arithmetic, so a row of all -inf gives NaN (-inf - -inf) and any NaN makes its row NaN.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "backend/common/dispatch.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/elementwise.h"
+#include "primitives/softmax.h"
+
+namespace nuvec {
+
+namespace {
+
+// Element offset of row r's first element: the leading dimensions (all but the last) walked
+// with their strides, so sliced or broadcast rows need no copy when the last axis is dense.
+int64_t row_offset(const array& in, int64_t r) {
+  int64_t off = 0;
+  for (int d = static_cast<int>(in.ndim()) - 2; d >= 0 && r > 0; --d) {
+    int64_t n = in.shape(d);
+    off += (r % n) * in.strides()[d];
+    r /= n;
+  }
+  return off;
+}
+
+// One row of n elements (src dense, dst dense). e holds exp(x - max) between the passes when
+// T is narrower than A; otherwise dst does (it has A's precision).
+template <typename T>
+void softmax_row(const T* src, T* dst, int64_t n, std::vector<acc_t<T>>& e) {
+  using A = acc_t<T>;
+  A m = -std::numeric_limits<A>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    A v = static_cast<A>(src[i]);
+    if (v > m) m = v; // NaN never wins; it reaches the sum below instead
+  }
+  // The sum runs in double for float and the half types: rows of 1e5 terms would otherwise
+  // lose ~1e-5 of relative accuracy to sequential rounding (the GPU sums as a tree).
+  double s = 0.0;
+  if constexpr (std::is_same_v<T, A>) {
+    for (int64_t i = 0; i < n; ++i) {
+      A v = std::exp(static_cast<A>(src[i]) - m);
+      dst[i] = v;
+      s += v;
+    }
+    const A sa = static_cast<A>(s);
+    for (int64_t i = 0; i < n; ++i) dst[i] = dst[i] / sa;
+  } else {
+    e.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      e[i] = std::exp(static_cast<A>(src[i]) - m);
+      s += e[i];
+    }
+    const A sa = static_cast<A>(s);
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(e[i] / sa);
+  }
+}
+
+} // namespace
+
+void Softmax::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  const int nd = static_cast<int>(inputs[0].ndim());
+  const int64_t n = inputs[0].shape(nd - 1);
+  // The kernel walks rows with unit stride: a last axis of any other stride is copied first.
+  const bool dense_rows = n == 1 || inputs[0].strides()[nd - 1] == 1;
+  const array in = dense_rows ? inputs[0] : cpu::contiguous_copy(inputs[0]);
+  const bool row_major = in.flags().row_contiguous;
+  const int64_t rows = static_cast<int64_t>(out.size()) / n;
+  dispatch_all_types(in.dtype(), [&]<typename T>() {
+    if constexpr (is_float_v<T>) {
+      const T* src = static_cast<const T*>(in.raw_data());
+      T* dst = static_cast<T*>(out.raw_data());
+      // parallel_for splits element ranges; each half takes the rows that start in it.
+      cpu::parallel_for(static_cast<size_t>(rows * n), [&](size_t begin, size_t end) {
+        std::vector<acc_t<T>> e;
+        int64_t r0 = (static_cast<int64_t>(begin) + n - 1) / n;
+        int64_t r1 = (static_cast<int64_t>(end) + n - 1) / n;
+        for (int64_t r = r0; r < r1; ++r) {
+          const T* row = src + (row_major ? r * n : row_offset(in, r));
+          softmax_row<T>(row, dst + r * n, n, e);
+        }
+      });
+    } else {
+      throw std::invalid_argument("[softmax] the Softmax kernel takes real floating inputs.");
+    }
+  });
+}
+
+} // namespace nuvec

@@ -1,0 +1,338 @@
+// nuvec: GPU kernels of Softmax (softmax along the last axis; rules in
+// src/primitives/softmax.cpp). Semantics are the CPU kernel's (src/backend/cpu/softmax.cpp):
+// arithmetic in float for the half types (double for float64), a row of all -inf gives NaN,
+// a NaN or +inf anywhere in a row makes the whole row NaN (the composed formula's answer).
+//
+// Softmax is memory-bound, so the aim is one read and one write of every element:
+//  - softmax_regs_kernel: rows that fit in registers. A group of TPR threads owns a row
+//    (a warp for short rows, several rows per block; a whole block for longer ones), loads
+//    it once with 16-byte vectors, reduces the max and the sum of exp(x - max) with warp
+//    shuffles (plus shared memory across warps), and writes exp(x - max) / sum from the
+//    registers.
+//  - softmax_looped_kernel: longer rows. A block per row streams it twice: one pass keeps a
+//    running (max, sum) per thread (the "online" softmax), combined across the block; the
+//    second pass writes. Two reads instead of the three a max / sum / write scheme needs.
+// Inputs whose rows are not dense and row-major are copied to that form first.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "backend/cuda/copy.h"
+#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/reduce_utils.cuh"
+#include "primitives/softmax.h"
+
+namespace nuvec {
+
+namespace {
+
+using cu::device_acc_t;
+using cu::from_acc;
+using cu::kVec;
+using cu::to_acc;
+
+__device__ __forceinline__ float dev_exp(float v) { return expf(v); }
+__device__ __forceinline__ double dev_exp(double v) { return ::exp(v); }
+
+// Stores kVec<T> elements to p (16-byte aligned) in one 16-byte transaction (the packing
+// goes through memcpy: a T[] in registers has no 16-byte alignment to reinterpret).
+template <typename T>
+__device__ __forceinline__ void store_vec(T* p, const T (&v)[kVec<T>]) {
+  int4 raw;
+  memcpy(&raw, &v[0], 16);
+  *reinterpret_cast<int4*>(p) = raw;
+}
+
+template <typename A>
+__device__ __forceinline__ A neg_inf() {
+  return -std::numeric_limits<A>::infinity();
+}
+
+// Max that lets NaN lose: a NaN still reaches the row's sum (exp(NaN - m)), which makes the
+// row NaN, and keeping it out of the max keeps the online rescaling free of NaN - NaN cases.
+template <typename A>
+__device__ __forceinline__ A max_no_nan(A a, A b) {
+  return b > a ? b : a;
+}
+
+// Reductions over the `width` consecutive lanes of a warp that own one row (width a power
+// of two, at most 32): every lane gets the result.
+template <typename A>
+__device__ __forceinline__ A group_max(A v, int width) {
+  for (int o = width / 2; o > 0; o /= 2) v = max_no_nan(v, __shfl_xor_sync(0xffffffffu, v, o, width));
+  return v;
+}
+template <typename A>
+__device__ __forceinline__ A group_sum(A v, int width) {
+  for (int o = width / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o, width);
+  return v;
+}
+
+// Block-wide reduction (every thread of the block calls it, the block owns one row): warp
+// results through shared memory, then every thread reduces the warp results itself, which
+// saves a second barrier-and-broadcast step. `buf` holds one slot per warp; the leading
+// barrier lets a previous use of buf finish being read.
+template <typename A, bool kMax>
+__device__ __forceinline__ A block_reduce(A v, A* buf) {
+  v = kMax ? group_max(v, 32) : group_sum(v, 32);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  A r = buf[0];
+  for (int w = 1; w < warps; ++w) r = kMax ? max_no_nan(r, buf[w]) : r + buf[w];
+  return r;
+}
+
+// Row-resident softmax: TPR threads per row (32: a warp, several rows per block of BLOCK
+// threads; BLOCK: one row per block), each holding VPT vectors of kVec<T> elements. Thread
+// `lane` of a row holds vectors lane, lane + TPR, ... so that a warp's loads of one step are
+// consecutive 16-byte vectors (coalesced). `aligned`: every row starts on a 16-byte boundary
+// and n is a multiple of the vector width (so vectors are all-in or all-out); otherwise the
+// same layout is loaded element by element.
+template <typename T, int TPR, int VPT, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t n, bool aligned) {
+  using A = device_acc_t<T>;
+  constexpr int W = kVec<T>;
+  constexpr int kRowsPerBlock = BLOCK / TPR;
+  __shared__ A buf[BLOCK / 32];
+  const int lane = TPR == BLOCK ? threadIdx.x : threadIdx.x % TPR;
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / TPR;
+  // Whole groups leave together (a group is a warp or the block), so shuffles and barriers
+  // below only ever involve threads of live rows.
+  if (row >= rows) return;
+  const T* src = in + row * n;
+  T* dst = out + row * n;
+
+  A x[VPT][W];
+#pragma unroll
+  for (int v = 0; v < VPT; ++v) {
+    const int64_t base = (int64_t(v) * TPR + lane) * W;
+    if (aligned) {
+      if (base < n) {
+        T raw[W];
+        cu::load_vec(src + base, raw);
+#pragma unroll
+        for (int j = 0; j < W; ++j) x[v][j] = to_acc<A>(raw[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < W; ++j) x[v][j] = neg_inf<A>();
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < W; ++j) x[v][j] = base + j < n ? to_acc<A>(src[base + j]) : neg_inf<A>();
+    }
+  }
+
+  A m = neg_inf<A>();
+#pragma unroll
+  for (int v = 0; v < VPT; ++v) {
+#pragma unroll
+    for (int j = 0; j < W; ++j) m = max_no_nan(m, x[v][j]);
+  }
+  if constexpr (TPR > 32) {
+    m = block_reduce<A, true>(m, buf);
+  } else {
+    m = group_max(m, TPR);
+  }
+
+  // Padding slots contribute exactly 0 (exp(-inf - m) would be NaN on an all -inf row; that
+  // row is NaN anyway, but the padding should not be what decides it).
+  A s = 0;
+#pragma unroll
+  for (int v = 0; v < VPT; ++v) {
+    const int64_t base = (int64_t(v) * TPR + lane) * W;
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      x[v][j] = base + j < n ? dev_exp(x[v][j] - m) : A(0);
+      s += x[v][j];
+    }
+  }
+  if constexpr (TPR > 32) {
+    s = block_reduce<A, false>(s, buf);
+  } else {
+    s = group_sum(s, TPR);
+  }
+
+#pragma unroll
+  for (int v = 0; v < VPT; ++v) {
+    const int64_t base = (int64_t(v) * TPR + lane) * W;
+    if (aligned) {
+      if (base < n) {
+        T raw[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) raw[j] = from_acc<T>(x[v][j] / s);
+        store_vec(dst + base, raw);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        if (base + j < n) dst[base + j] = from_acc<T>(x[v][j] / s);
+      }
+    }
+  }
+}
+
+// Running (max m, sum s of exp(x - m)) of one thread's elements. A -inf element adds
+// nothing (exp(-inf - m) is 0 for any m but -inf, where the composed formula's NaN comes
+// from the final pass instead: exp(-inf - -inf) / 0); a +inf element poisons s with NaN, as
+// inf - inf does in the composed formula; a NaN element poisons s through exp.
+template <typename A>
+__device__ __forceinline__ void online_add(A& m, A& s, A v) {
+  if (v > m) {
+    const A inf = std::numeric_limits<A>::infinity();
+    s = s * dev_exp(m - v) + (v == inf ? std::numeric_limits<A>::quiet_NaN() : A(1));
+    m = v;
+  } else if (v != neg_inf<A>()) {
+    s += dev_exp(v - m);
+  }
+}
+
+// Merges (m2, s2) into (m, s). A part with max -inf has s 0 or NaN and is taken as is.
+template <typename A>
+__device__ __forceinline__ void online_merge(A& m, A& s, A m2, A s2) {
+  const A mm = max_no_nan(m, m2);
+  const A a = m == neg_inf<A>() ? s : s * dev_exp(m - mm);
+  const A b = m2 == neg_inf<A>() ? s2 : s2 * dev_exp(m2 - mm);
+  m = mm;
+  s = a + b;
+}
+
+// Long rows: one block of BLOCK threads per row, two streaming passes. kUnroll vectors are
+// loaded before they are used so that each thread keeps several loads in flight.
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+softmax_looped_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t n, bool aligned) {
+  using A = device_acc_t<T>;
+  constexpr int W = kVec<T>;
+  constexpr int kUnroll = 4;
+  constexpr int64_t kStep = int64_t(BLOCK) * W;
+  __shared__ A buf_m[BLOCK / 32];
+  __shared__ A buf_s[BLOCK / 32];
+  const T* src = in + int64_t(blockIdx.x) * n;
+  T* dst = out + int64_t(blockIdx.x) * n;
+  const int64_t first = int64_t(threadIdx.x) * W;
+
+  A m = neg_inf<A>(), s = 0;
+  if (aligned) {
+    for (int64_t b0 = first; b0 < n; b0 += kStep * kUnroll) {
+      T raw[kUnroll][W];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (b0 + u * kStep < n) cu::load_vec(src + b0 + u * kStep, raw[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (b0 + u * kStep < n) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) online_add(m, s, to_acc<A>(raw[u][j]));
+        }
+      }
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += BLOCK) online_add(m, s, to_acc<A>(src[i]));
+  }
+
+  // Combine the threads: within each warp by shuffles, then the warps through shared memory.
+  for (int o = 16; o > 0; o /= 2) {
+    const A m2 = __shfl_xor_sync(0xffffffffu, m, o);
+    const A s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    online_merge(m, s, m2, s2);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    buf_m[warp] = m;
+    buf_s[warp] = s;
+  }
+  __syncthreads();
+  m = buf_m[0];
+  s = buf_s[0];
+  for (int w = 1; w < BLOCK / 32; ++w) online_merge(m, s, buf_m[w], buf_s[w]);
+
+  if (aligned) {
+    for (int64_t b0 = first; b0 < n; b0 += kStep * kUnroll) {
+      T raw[kUnroll][W];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (b0 + u * kStep < n) cu::load_vec(src + b0 + u * kStep, raw[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (b0 + u * kStep < n) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) raw[u][j] = from_acc<T>(dev_exp(to_acc<A>(raw[u][j]) - m) / s);
+          store_vec(dst + b0 + u * kStep, raw[u]);
+        }
+      }
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += BLOCK) {
+      dst[i] = from_acc<T>(dev_exp(to_acc<A>(src[i]) - m) / s);
+    }
+  }
+}
+
+// Threads per block of the launches; a block-per-row kernel uses its row's TPR instead.
+constexpr int kWarpBlock = 128; // 4 rows of a warp each
+constexpr int kRegsVPT = 4;     // vectors per thread of the block-per-row register kernel
+constexpr int kLoopedBlock = 512;
+
+template <typename T, int TPR, int VPT, int BLOCK>
+void launch_regs(const T* src, T* dst, int64_t rows, int64_t n, bool aligned) {
+  constexpr int64_t kRowsPerBlock = BLOCK / TPR;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  softmax_regs_kernel<T, TPR, VPT, BLOCK>
+      <<<static_cast<unsigned>(blocks), BLOCK, 0, cu::stream()>>>(src, dst, rows, n, aligned);
+  cu::check_launch("softmax_regs_kernel");
+}
+
+// Picks the smallest register configuration whose capacity covers a row of n elements:
+// a warp per row with 1, 2 or 4 vectors per lane, then a block per row of 64 to 1024
+// threads with kRegsVPT vectors each; longer rows take the looped kernel.
+template <typename T>
+void softmax_gpu(const T* src, T* dst, int64_t rows, int64_t n, bool aligned) {
+  constexpr int64_t W = kVec<T>;
+  const int64_t vecs = (n + W - 1) / W;
+  if (vecs <= 32) return launch_regs<T, 32, 1, kWarpBlock>(src, dst, rows, n, aligned);
+  if (vecs <= 64) return launch_regs<T, 32, 2, kWarpBlock>(src, dst, rows, n, aligned);
+  if (vecs <= 128) return launch_regs<T, 32, 4, kWarpBlock>(src, dst, rows, n, aligned);
+  if (vecs <= 64 * kRegsVPT) return launch_regs<T, 64, kRegsVPT, 64>(src, dst, rows, n, aligned);
+  if (vecs <= 128 * kRegsVPT) return launch_regs<T, 128, kRegsVPT, 128>(src, dst, rows, n, aligned);
+  if (vecs <= 256 * kRegsVPT) return launch_regs<T, 256, kRegsVPT, 256>(src, dst, rows, n, aligned);
+  if (vecs <= 512 * kRegsVPT) return launch_regs<T, 512, kRegsVPT, 512>(src, dst, rows, n, aligned);
+  // 1024 threads hold at most 4 x 8 floats each here: within the 64 registers a thread
+  // may use at that block size.
+  if (vecs <= 1024 * kRegsVPT) return launch_regs<T, 1024, kRegsVPT, 1024>(src, dst, rows, n, aligned);
+  softmax_looped_kernel<T, kLoopedBlock>
+      <<<static_cast<unsigned>(rows), kLoopedBlock, 0, cu::stream()>>>(src, dst, n, aligned);
+  cu::check_launch("softmax_looped_kernel");
+}
+
+} // namespace
+
+void Softmax::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  void* dst = cu::alloc_output(out);
+  if (out.size() == 0) return;
+  // The kernels address row r at r * n: anything but a row-major dense input is copied
+  // (contiguous_copy keeps the copy alive until the kernels have run).
+  const array in = inputs[0].flags().row_contiguous ? inputs[0] : cu::contiguous_copy(inputs[0]);
+  const int64_t n = in.shape(static_cast<int>(in.ndim()) - 1);
+  const int64_t rows = static_cast<int64_t>(in.size()) / n;
+  cu::dispatch_device_types(in.dtype(), [&]<typename T>() {
+    if constexpr (cu::is_float_device_v<T>) {
+      const T* src = cu::device_ptr<T>(in);
+      const bool aligned = n % kVec<T> == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+          reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+      softmax_gpu<T>(src, static_cast<T*>(dst), rows, n, aligned);
+    } else {
+      throw std::invalid_argument("[softmax] the Softmax kernel takes real floating inputs.");
+    }
+  });
+}
+
+} // namespace nuvec
