@@ -55,6 +55,35 @@ __global__ void copy_kernel(const In* src, Out* dst, int64_t n, StridedIndexer<2
   }
 }
 
+/// dst[i] = cast_to<Out>(src[i]) over dense, aligned operands in vectors of N elements (16
+/// bytes of the wider type per load or store), kEwUnroll vectors per thread, then the tail.
+template <typename In, typename Out, int N>
+__global__ void cast_vec_kernel(const In* src, Out* dst, int64_t n) {
+  const int64_t nvec = n / N;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x * kEwUnroll;
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x * kEwUnroll + threadIdx.x; base < nvec;
+       base += step) {
+    Vec<In, N> x[kEwUnroll];
+#pragma unroll
+    for (int u = 0; u < kEwUnroll; ++u) {
+      int64_t j = base + int64_t(u) * blockDim.x;
+      if (j < nvec) x[u] = load_vec<N>(src + j * N);
+    }
+#pragma unroll
+    for (int u = 0; u < kEwUnroll; ++u) {
+      int64_t j = base + int64_t(u) * blockDim.x;
+      if (j < nvec) {
+        Vec<Out, N> y;
+#pragma unroll
+        for (int e = 0; e < N; ++e) y.v[e] = cast_to<Out>(x[u].v[e]);
+        store_vec<N>(dst + j * N, y);
+      }
+    }
+  }
+  int64_t t = nvec * N + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < n) dst[t] = cast_to<Out>(src[t]);
+}
+
 /// Launches copy_kernel over a plan of operands (source, destination); plans with more than
 /// kMaxDims dimensions are walked on the host over their leading dimensions, one launch per
 /// index (they are rare: every dimension left is one that cannot merge).
@@ -125,7 +154,17 @@ void copy_plan(const void* src, Dtype src_dtype, void* dst, Dtype dst_dtype, con
   dispatch_device_types(src_dtype, [&]<typename In>() {
     dispatch_device_types(dst_dtype, [&]<typename Out>() {
       if constexpr (!std::is_same_v<In, Out>) { // same dtypes took the branch above
-        launch_copy(static_cast<const In*>(src), static_cast<Out*>(dst), plan);
+        constexpr int N = vec_elems<In, Out>();
+        const bool dense = plan.shape.size() == 1 && plan.strides[0][0] == 1 &&
+            plan.strides[1][0] == 1;
+        if (dense && is_aligned(src, N * sizeof(In)) && is_aligned(dst, N * sizeof(Out))) {
+          // A dense cast moves 16-byte vectors (the scalar loop reached ~86% of a copy).
+          cast_vec_kernel<In, Out, N><<<vec_grid(n, N), kEwThreads, 0, stream()>>>(
+              static_cast<const In*>(src), static_cast<Out*>(dst), n);
+          check_launch("cast_vec_kernel");
+        } else {
+          launch_copy(static_cast<const In*>(src), static_cast<Out*>(dst), plan);
+        }
       }
     });
   });
