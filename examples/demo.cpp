@@ -1,4 +1,4 @@
-// nuvec-demo: the README's first command until the Fashion-MNIST trainer lands. Builds a
+// nuvec-demo: a first look at the API (build/examples/nuvec-demo). Builds a
 // small graph, evaluates it, differentiates it and prints the results.
 #include <iostream>
 

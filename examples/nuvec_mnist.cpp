@@ -398,8 +398,8 @@ void draw_progress(int epoch, int epochs, int done, int total, double loss, doub
 int run(const Options& opt) {
   if (opt.device == "gpu") {
     if (!nx::is_available(nx::Device(nx::Device::gpu))) {
-      std::cerr << "nuvec-mnist: --device gpu: this build of nuvec has no GPU backend (it was "
-                   "built without CUDA, or no GPU is visible). Use --device cpu.\n";
+      std::cerr << "nuvec-mnist: --device gpu: no GPU is available (no CUDA device was found, "
+                   "or nuvec was built without CUDA). Use --device cpu.\n";
       return 2;
     }
     nx::set_default_device(nx::Device(nx::Device::gpu));

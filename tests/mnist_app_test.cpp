@@ -216,6 +216,6 @@ TEST_F(MnistApp, FlagsAndDevice) {
   if (!nuvec::is_available(nuvec::Device(nuvec::Device::gpu))) {
     auto r5 = run(common(root_ / "gpu") + " --device gpu");
     EXPECT_EQ(r5.code, 2) << r5.output;
-    EXPECT_TRUE(contains(r5.output, "no GPU backend")) << r5.output;
+    EXPECT_TRUE(contains(r5.output, "no GPU is available")) << r5.output;
   }
 }

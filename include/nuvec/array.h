@@ -178,6 +178,9 @@ class array {
     allocator::Buffer buffer; // host copy; null while the data lives only on the GPU
     Deleter d;
     std::atomic<void*> device{nullptr}; // GPU copy (backend allocator), or null
+    // The backend's token for a device copy still being written asynchronously (set before
+    // `device` is published, never changed after): other streams wait on it first.
+    std::shared_ptr<void> device_ready;
     size_t nbytes{0};
     std::mutex residency_mtx; // serialises making the missing copy
     Data(allocator::Buffer buffer, Deleter d = allocator::free)
@@ -240,7 +243,7 @@ class array {
   /// The host element pointer without evaluating (for kernels); copies GPU-only data to
   /// the host first.
   void* raw_data() const {
-    void* p = array_desc_->data_ptr;
+    void* p = array_desc_->data_ptr.load(std::memory_order_acquire);
     return (p || !array_desc_->data) ? p : host_data_slow();
   }
 
@@ -326,7 +329,9 @@ class array {
     uint32_t position{0};
     bool is_tracer{false};
     std::shared_ptr<Data> data;
-    void* data_ptr{nullptr};
+    // Host address of the first element; resolved lazily (from any thread that reads the
+    // array) when the data lives only on a GPU, hence atomic.
+    std::atomic<void*> data_ptr{nullptr};
     size_t data_size{0};
     int64_t offset{0};
 

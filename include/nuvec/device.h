@@ -31,7 +31,8 @@ void set_default_device(const Device& d);
 bool operator==(const Device& lhs, const Device& rhs);
 bool operator!=(const Device& lhs, const Device& rhs);
 
-/// Whether the device kind is available in this build and on this machine.
+/// Whether the device is available in this build and on this machine (GPUs: index 0 only,
+/// one GPU per process for now).
 bool is_available(const Device& d);
 
 /// Number of devices of a type (1 for the CPU; CUDA devices for the GPU).

@@ -320,10 +320,10 @@ array::Data::~Data() {
 
 void* array::host_data_slow() const {
   gpu::ensure_host(*array_desc_->data);
-  array_desc_->data_ptr =
-      static_cast<char*>(array_desc_->data->buffer.raw_ptr()) +
+  void* p = static_cast<char*>(array_desc_->data->buffer.raw_ptr()) +
       array_desc_->offset * int64_t(itemsize());
-  return array_desc_->data_ptr;
+  array_desc_->data_ptr.store(p, std::memory_order_release);
+  return p;
 }
 
 void array::set_device_data(void* device_ptr, size_t nbytes) {
@@ -384,9 +384,8 @@ void array::copy_shared_buffer(
   array_desc_->data_size = data_size;
   array_desc_->offset = other.array_desc_->offset + offset;
   // Null while the data lives only on a GPU: raw_data() resolves it from the offset.
-  array_desc_->data_ptr = other.array_desc_->data_ptr
-      ? static_cast<char*>(other.array_desc_->data_ptr) + offset * int64_t(itemsize())
-      : nullptr;
+  void* base = other.array_desc_->data_ptr.load(std::memory_order_acquire);
+  array_desc_->data_ptr = base ? static_cast<char*>(base) + offset * int64_t(itemsize()) : nullptr;
 }
 
 void array::copy_shared_buffer(const array& other) {

@@ -24,7 +24,7 @@ const Device& default_device() {
 
 void set_default_device(const Device& d) {
   if (!is_available(d)) {
-    throw std::invalid_argument("[set_default_device] the device is not available in this build.");
+    throw std::invalid_argument("[set_default_device] the device is not available (no CUDA backend in this build, no CUDA device found, or a GPU index other than 0).");
   }
   std::lock_guard<std::mutex> lk(default_device_mtx);
   default_device_ref() = d;
@@ -38,7 +38,9 @@ bool operator!=(const Device& lhs, const Device& rhs) {
 }
 
 bool is_available(const Device& d) {
-  return d.type == Device::cpu || gpu::is_available();
+  // One GPU per process for now: the device allocator and array residency track a single
+  // device, so other indices are reported unavailable (streams on them are refused).
+  return d.type == Device::cpu || (d.index == 0 && gpu::is_available());
 }
 
 int device_count(Device::DeviceType type) {

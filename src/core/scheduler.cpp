@@ -164,7 +164,7 @@ Stream default_stream(Device d) {
   auto& slot = d == Device::cpu ? r.default_cpu : r.default_gpu;
   if (!slot) {
     if (d == Device::gpu && !is_available(d)) {
-      throw std::invalid_argument("[default_stream] no GPU is available in this build.");
+      throw std::invalid_argument("[default_stream] no GPU is available (this build has no CUDA backend, or no CUDA device was found).");
     }
     slot = r.make(d);
   }
@@ -179,7 +179,7 @@ void set_default_stream(Stream s) {
 
 Stream new_stream(Device d) {
   if (!is_available(d)) {
-    throw std::invalid_argument("[new_stream] the device is not available in this build.");
+    throw std::invalid_argument("[new_stream] the device is not available (no CUDA backend in this build, no CUDA device found, or a GPU index other than 0).");
   }
   auto& r = registry();
   std::lock_guard<std::mutex> lk(r.mtx);

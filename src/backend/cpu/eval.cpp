@@ -30,16 +30,26 @@ void eval(array& arr) {
           p->eval_cpu(inputs, outputs);
         } catch (...) {
           record_kernel_error(std::current_exception());
-          // A kernel may have failed after allocating or partly writing (or sharing an
-          // input's buffer); a new buffer leaves the inputs untouched.
-          for (auto& o : outputs) {
-            auto buf = allocator::malloc(o.nbytes());
-            if (o.nbytes() > 0) std::memset(buf.raw_ptr(), 0, o.nbytes());
-            o.set_data(buf);
-          }
+          zero_failed_outputs(outputs);
         }
         scheduler::notify_task_completion(s);
       });
+}
+
+void zero_failed_outputs(std::vector<array>& outputs) {
+  for (auto& o : outputs) {
+    try {
+      // One zero broadcast over the shape (stride 0, as broadcast_to lays it out): a failed
+      // node must not need a full-size buffer, since running out of memory is a common way
+      // to fail. A new buffer also leaves inputs the kernel may have shared untouched.
+      auto buf = allocator::malloc(o.itemsize());
+      std::memset(buf.raw_ptr(), 0, o.itemsize());
+      const bool dense = o.size() <= 1;
+      o.set_data(buf, 1, Strides(o.ndim(), 0), array::Flags{dense, dense, dense});
+    } catch (...) {
+      // Not even one element: the error is already recorded; the output stays unreadable.
+    }
+  }
 }
 
 void record_kernel_error(std::exception_ptr e) {

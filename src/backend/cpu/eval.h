@@ -14,6 +14,10 @@ void eval(array& arr);
 /// the host to rethrow.
 void record_kernel_error(std::exception_ptr e);
 
+/// Gives the outputs of a failed node fresh zeros (a single host element broadcast over
+/// each shape), so that readers see defined values.
+void zero_failed_outputs(std::vector<array>& outputs);
+
 /// Rethrows (once) the first exception a CPU kernel raised since the last call, if any, as
 /// its own type (std::out_of_range for an index out of range, ...).
 void rethrow_kernel_error();

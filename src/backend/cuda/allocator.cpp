@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/stream.h"
 #include "backend/gpu.h"
 
 namespace nuvec::cu {
@@ -61,6 +62,9 @@ struct DeviceAllocator {
     cudaError_t err = cudaMalloc(&p, r);
     if (err != cudaSuccess) {
       cudaGetLastError();
+      // Blocks of finished nodes may still be held by this stream (released in batches):
+      // wait for the device, release them into the cache, then empty the cache and retry.
+      if (StreamState* st = current_state()) st->reclaim();
       clear();
       err = cudaMalloc(&p, r);
       if (err != cudaSuccess) {

@@ -36,7 +36,8 @@ struct Devices {
 
 // Queried once; a machine without a driver or GPU reports zero devices (no error).
 const Devices& devices() {
-  static Devices d = [] {
+  // Leaked on purpose: stream workers may still launch kernels during static destruction.
+  static const Devices& d = *new Devices([] {
     Devices d;
     if (cudaGetDeviceCount(&d.count) != cudaSuccess) {
       cudaGetLastError(); // clear the sticky "no driver" error
@@ -58,7 +59,7 @@ const Devices& devices() {
       m["max_threads_per_block"] = static_cast<size_t>(p.maxThreadsPerBlock);
     }
     return d;
-  }();
+  }());
   return d;
 }
 

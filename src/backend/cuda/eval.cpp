@@ -28,11 +28,12 @@ void eval(array& arr) {
           p->eval_gpu(inputs, outputs);
         } catch (...) {
           cpu::record_kernel_error(std::current_exception());
-          for (auto& o : outputs) {
-            auto buf = allocator::malloc(o.nbytes());
-            if (o.nbytes() > 0) std::memset(buf.raw_ptr(), 0, o.nbytes());
-            o.set_data(buf);
+          // Kernels launched before the failure may still write the outputs' device
+          // buffers: hold them until the stream has run, then replace them.
+          if (st) {
+            for (auto& o : outputs) st->hold(o.data_shared_ptr());
           }
+          cpu::zero_failed_outputs(outputs);
         }
         if (st) {
           for (auto& in : inputs) st->hold(in.data_shared_ptr());

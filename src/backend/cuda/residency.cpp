@@ -1,6 +1,7 @@
 // nuvec: moving array data between the host and the GPU on demand (docs/CUDA-BACKEND.md).
 // Each direction runs at most once per buffer, under the buffer's residency mutex.
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "backend/cuda/allocator.h"
@@ -17,7 +18,6 @@ void ensure_host(array::Data& d) {
   std::lock_guard<std::mutex> lk(d.residency_mtx);
   if (d.buffer.ptr()) return;
   void* dev = d.device.load();
-  auto buf = allocator::malloc(d.nbytes);
   if (!dev) {
     throw std::runtime_error("[array] buffer has neither host nor device data.");
   }
@@ -26,8 +26,13 @@ void ensure_host(array::Data& d) {
   if (auto* st = cu::current_state()) {
     cu::check(cudaStreamSynchronize(st->stream()), "cudaStreamSynchronize");
   }
+  auto buf = allocator::malloc(d.nbytes);
   if (d.nbytes > 0) {
-    cu::check(cudaMemcpy(buf.raw_ptr(), dev, d.nbytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    cudaError_t err = cudaMemcpy(buf.raw_ptr(), dev, d.nbytes, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess) {
+      allocator::free(buf);
+      cu::check(err, "cudaMemcpy D2H");
+    }
   }
   d.buffer = buf;
 }
@@ -42,23 +47,43 @@ namespace {
 // scalars and small arrays graphs create on the host (constants, hyperparameters, labels).
 constexpr size_t kStagedUpload = size_t(1) << 20;
 
-// Copies n host bytes to dev on the current stream. A copy from pageable memory waits for
-// the stream's earlier work, so small ones are staged through pinned memory and stay
-// asynchronous. With several GPU streams another one may read the copy as soon as it is
-// published, so the copy is waited for then; likewise for large copies, whose source the
-// caller may free as soon as this returns.
-void upload(void* dev, const void* host, size_t n) {
-  cudaStream_t s = stream();
-  if (n <= kStagedUpload) {
-    void* staged = pinned_malloc(n);
-    std::memcpy(staged, host, n);
-    check(cudaMemcpyAsync(dev, staged, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
-    current_state()->hold_pinned(staged, n);
-    if (stream_count() == 1) return;
-  } else {
-    check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
+// An upload still in flight on `stream`: a node on another stream waits for `done` before
+// reading the device copy (array::Data::device_ready).
+struct UploadEvent {
+  cudaEvent_t done{nullptr};
+  cudaStream_t stream{nullptr};
+  ~UploadEvent() {
+    // Allowed while pending: the event's resources go once it completes. Errors at process
+    // exit (the runtime unloading) are moot.
+    if (done) cudaEventDestroy(done);
   }
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+};
+
+// Copies n host bytes to dev on the current stream; returns the event other streams must
+// wait for, or null when the copy has completed. A copy from pageable memory waits for the
+// stream's earlier work, so small ones are staged through pinned memory and stay
+// asynchronous (the staging block is held until the stream has run the copy). Large ones
+// are waited for: the caller may free their source as soon as this returns.
+std::shared_ptr<UploadEvent> upload(void* dev, const void* host, size_t n) {
+  cudaStream_t s = stream();
+  if (n > kStagedUpload) {
+    check(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    return nullptr;
+  }
+  void* staged = pinned_malloc(n);
+  std::memcpy(staged, host, n);
+  cudaError_t err = cudaMemcpyAsync(dev, staged, n, cudaMemcpyHostToDevice, s);
+  if (err != cudaSuccess) {
+    pinned_free(staged, n);
+    check(err, "cudaMemcpyAsync H2D");
+  }
+  current_state()->hold_pinned(staged, n);
+  auto ev = std::make_shared<UploadEvent>();
+  check(cudaEventCreateWithFlags(&ev->done, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventRecord(ev->done, s), "cudaEventRecord");
+  ev->stream = s;
+  return ev;
 }
 
 } // namespace
@@ -67,12 +92,26 @@ void* device_ptr(const array& arr) {
   auto data = arr.data_shared_ptr();
   if (!data) throw std::runtime_error("[cuda] input array has no data.");
   void* dev = data->device.load();
-  if (!dev) {
+  if (dev) {
+    // Published by another stream's upload that may still be in flight: order after it.
+    // (device_ready is written before `device` is published and never changed.)
+    if (auto* ev = static_cast<UploadEvent*>(data->device_ready.get());
+        ev && ev->stream != stream()) {
+      check(cudaStreamWaitEvent(stream(), ev->done, 0), "cudaStreamWaitEvent");
+    }
+  } else {
     std::lock_guard<std::mutex> lk(data->residency_mtx);
     dev = data->device.load();
     if (!dev) {
       dev = device_malloc(data->nbytes);
-      if (data->nbytes > 0) upload(dev, data->buffer.raw_ptr(), data->nbytes);
+      if (data->nbytes > 0) {
+        try {
+          data->device_ready = upload(dev, data->buffer.raw_ptr(), data->nbytes);
+        } catch (...) {
+          device_free(dev, data->nbytes);
+          throw;
+        }
+      }
       data->device.store(dev);
     }
   }

@@ -86,7 +86,8 @@ void StreamState::synchronize() {
   // At process exit the runtime may unload while a worker still finishes a signal: the
   // device work is moot then, and throwing on a worker would terminate the process.
   if (err == cudaErrorCudartUnloading) return;
-  check(err, "cudaStreamSynchronize");
+  // After a device error nothing held will be used again: release it all before reporting,
+  // or every later node would pile its buffers onto a stream that never drains.
   for (auto& [ev, held] : pending_) {
     release(held);
     free_events_.push_back(ev);
@@ -94,6 +95,16 @@ void StreamState::synchronize() {
   pending_.clear();
   release(current_);
   tasks_ = 0;
+  check(err, "cudaStreamSynchronize");
+}
+
+void StreamState::reclaim() {
+  if (cudaStreamSynchronize(stream_) != cudaSuccess) return; // reported by the next sync
+  for (auto& [ev, held] : pending_) {
+    release(held);
+    free_events_.push_back(ev);
+  }
+  pending_.clear();
 }
 
 namespace {
@@ -125,11 +136,6 @@ StreamState& stream_state(Stream s) {
   return *st;
 }
 
-size_t stream_count() {
-  auto& all = states();
-  std::lock_guard<std::mutex> lk(all.mtx);
-  return all.by_index.size();
-}
 
 StreamState* current_state() {
   return tl_current;

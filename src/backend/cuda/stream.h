@@ -33,6 +33,9 @@ class StreamState {
   void end_task();
   /// Waits for the device to run everything launched on the stream; releases all holds.
   void synchronize();
+  /// Waits for the device and releases the batches held for completed nodes, but not the
+  /// node in progress (its scratch may be in use): memory for a failed cudaMalloc.
+  void reclaim();
 
  private:
   struct Held {
@@ -52,9 +55,6 @@ class StreamState {
 
 /// The state of stream s (created on first use; only s's worker thread may use it).
 StreamState& stream_state(Stream s);
-
-/// How many GPU streams have been used (uploads may skip a sync while there is one).
-size_t stream_count();
 
 /// The state of the node being evaluated on this thread (null outside gpu::eval tasks).
 StreamState* current_state();
