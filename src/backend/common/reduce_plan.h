@@ -28,16 +28,17 @@ struct ReducePlan {
   ReduceKind kind{ReduceKind::General};
   int64_t out_size{1}; // number of outputs
   int64_t reduce_size{1}; // elements reduced into each output
-  Shape kept_shape;
+  // 64-bit extents: merged dims of arrays over 2^31 elements overflow int32.
+  std::vector<int64_t> kept_shape;
   Strides kept_strides; // input strides of the kept dims
-  Shape reduced_shape;
+  std::vector<int64_t> reduced_shape;
   Strides reduced_strides; // input strides of the reduced dims
 };
 
 namespace detail {
 // Appends dim (n, stride) to (shape, strides), merging it into the previous dim when the
 // pair walks like one dimension.
-inline void push_merged(Shape& shape, Strides& strides, int32_t n, int64_t stride) {
+inline void push_merged(std::vector<int64_t>& shape, Strides& strides, int64_t n, int64_t stride) {
   if (n == 1) return;
   if (!shape.empty() && strides.back() == stride * n) {
     shape.back() *= n;
@@ -83,12 +84,12 @@ inline ReducePlan make_reduce_plan(
 /// Calls f(offset) for every index of (shape, strides) in row-major order, with the element
 /// offset it maps to. An empty shape has one index (offset 0).
 template <typename F>
-void for_each_offset(const Shape& shape, const Strides& strides, F&& f) {
+void for_each_offset(const std::vector<int64_t>& shape, const Strides& strides, F&& f) {
   const int nd = static_cast<int>(shape.size());
   int64_t total = 1;
   for (auto n : shape) total *= n;
   if (total == 0) return;
-  std::vector<int32_t> idx(nd, 0);
+  std::vector<int64_t> idx(nd, 0);
   int64_t off = 0;
   for (int64_t i = 0; i < total; ++i) {
     f(off);

@@ -252,12 +252,12 @@ void reduce_plan_loop(const ReducePlan& plan, const T* in, T* out) {
     }
     case ReduceKind::Column: {
       // Outer kept dims, then a contiguous inner run of `inner` outputs.
-      Shape outer_shape(plan.kept_shape.begin(), plan.kept_shape.end() - 1);
+      std::vector<int64_t> outer_shape(plan.kept_shape.begin(), plan.kept_shape.end() - 1);
       Strides outer_strides(plan.kept_strides.begin(), plan.kept_strides.end() - 1);
       const int64_t inner = plan.kept_shape.back();
       PairwiseRows<op, A> rows(inner);
       // The reduced dims: the outermost one is split into blocks, the others walked whole.
-      Shape rest_shape(plan.reduced_shape.begin() + 1, plan.reduced_shape.end());
+      std::vector<int64_t> rest_shape(plan.reduced_shape.begin() + 1, plan.reduced_shape.end());
       Strides rest_strides(plan.reduced_strides.begin() + 1, plan.reduced_strides.end());
       const int64_t n0 = plan.reduced_shape[0], s0 = plan.reduced_strides[0];
       int64_t o = 0;
@@ -280,7 +280,7 @@ void reduce_plan_loop(const ReducePlan& plan, const T* in, T* out) {
     }
     case ReduceKind::General: {
       // Innermost reduced dim as a strided run, the others walked by offset.
-      Shape rest_shape(plan.reduced_shape.begin(), plan.reduced_shape.end() - 1);
+      std::vector<int64_t> rest_shape(plan.reduced_shape.begin(), plan.reduced_shape.end() - 1);
       Strides rest_strides(plan.reduced_strides.begin(), plan.reduced_strides.end() - 1);
       const int64_t n = plan.reduced_shape.back(), s = plan.reduced_strides.back();
       int64_t o = 0;
