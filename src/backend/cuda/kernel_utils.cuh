@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/common/dispatch.h"
 #include "backend/common/strided.h"
 #include "backend/cuda/cuda_utils.h"
 #include "nuvec/dtype.h"
@@ -22,27 +23,36 @@ namespace nuvec::cu {
 /// complex64 on the device (same layout as complex64_t: real, imaginary float).
 using complex64 = cuda::std::complex<float>;
 
-/// Calls f.template operator()<T>() with T the device element type of dtype:
-/// bool, the integer types, __half, __nv_bfloat16, float, double, complex64.
+/// The device element type of a host element type: __half, __nv_bfloat16 and complex64 for
+/// the half and complex types (same sizes and layouts), the type itself otherwise.
+template <typename T>
+struct device_type {
+  using type = T;
+};
+template <>
+struct device_type<float16_t> {
+  using type = __half;
+};
+template <>
+struct device_type<bfloat16_t> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct device_type<complex64_t> {
+  using type = complex64;
+};
+template <typename T>
+using device_type_t = typename device_type<T>::type;
+static_assert(sizeof(__half) == sizeof(float16_t) && sizeof(__nv_bfloat16) == sizeof(bfloat16_t));
+static_assert(sizeof(complex64) == sizeof(complex64_t));
+
+/// Calls f.template operator()<T>() with T the device element type of dtype (the host
+/// dispatcher, dispatch_all_types, mapped through device_type_t).
 template <typename F>
 decltype(auto) dispatch_device_types(Dtype dtype, F&& f) {
-  switch (dtype.val) {
-    case Dtype::Val::bool_: return f.template operator()<bool>();
-    case Dtype::Val::uint8: return f.template operator()<uint8_t>();
-    case Dtype::Val::uint16: return f.template operator()<uint16_t>();
-    case Dtype::Val::uint32: return f.template operator()<uint32_t>();
-    case Dtype::Val::uint64: return f.template operator()<uint64_t>();
-    case Dtype::Val::int8: return f.template operator()<int8_t>();
-    case Dtype::Val::int16: return f.template operator()<int16_t>();
-    case Dtype::Val::int32: return f.template operator()<int32_t>();
-    case Dtype::Val::int64: return f.template operator()<int64_t>();
-    case Dtype::Val::float16: return f.template operator()<__half>();
-    case Dtype::Val::float32: return f.template operator()<float>();
-    case Dtype::Val::float64: return f.template operator()<double>();
-    case Dtype::Val::bfloat16: return f.template operator()<__nv_bfloat16>();
-    case Dtype::Val::complex64: return f.template operator()<complex64>();
-  }
-  throw std::invalid_argument("[cuda] unknown dtype.");
+  return dispatch_all_types(dtype, [&]<typename H>() -> decltype(auto) {
+    return f.template operator()<device_type_t<H>>();
+  });
 }
 
 template <typename T>

@@ -88,11 +88,7 @@ void StreamState::synchronize() {
   if (err == cudaErrorCudartUnloading) return;
   // After a device error nothing held will be used again: release it all before reporting,
   // or every later node would pile its buffers onto a stream that never drains.
-  for (auto& [ev, held] : pending_) {
-    release(held);
-    free_events_.push_back(ev);
-  }
-  pending_.clear();
+  release_pending();
   release(current_);
   tasks_ = 0;
   check(err, "cudaStreamSynchronize");
@@ -100,6 +96,10 @@ void StreamState::synchronize() {
 
 void StreamState::reclaim() {
   if (cudaStreamSynchronize(stream_) != cudaSuccess) return; // reported by the next sync
+  release_pending();
+}
+
+void StreamState::release_pending() {
   for (auto& [ev, held] : pending_) {
     release(held);
     free_events_.push_back(ev);

@@ -13,6 +13,8 @@
 
 namespace nuvec::cu {
 
+/// One nuvec GPU stream's CUDA stream and the buffer owners its launched kernels still use,
+/// released in event-marked batches once the device has run them.
 class StreamState {
  public:
   explicit StreamState(int device);
@@ -44,6 +46,8 @@ class StreamState {
     std::vector<std::pair<void*, size_t>> pinned;
   };
   void release(Held& h);
+  // Releases every pending batch (the caller has synchronised the stream).
+  void release_pending();
 
   int device_;
   cudaStream_t stream_{nullptr};
@@ -58,6 +62,7 @@ StreamState& stream_state(Stream s);
 
 /// The state of the node being evaluated on this thread (null outside gpu::eval tasks).
 StreamState* current_state();
+/// Marks the node being evaluated on this thread (gpu::eval's task; null when it ends).
 void set_current_state(StreamState* s);
 
 } // namespace nuvec::cu
