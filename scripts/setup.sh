@@ -8,7 +8,7 @@ PACKAGES=(
   libopenblas-dev liblapacke-dev libfftw3-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
-  zlib1g-dev libjemalloc-dev dataset-fashion-mnist gnuplot-nox
+  zlib1g-dev libjemalloc-dev dataset-fashion-mnist gnuplot-nox doctest-dev
 )
 
 missing=()

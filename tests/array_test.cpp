@@ -52,7 +52,7 @@ TEST(Array, ListAndShapeConstructors) {
   EXPECT_FALSE(d.data<bool>()[1]);
   std::vector<double> v{1, 2, 3, 4};
   array e(v.begin(), {2, 2});
-  EXPECT_EQ(e.dtype(), float64);
+  EXPECT_EQ(e.dtype(), float32); // double elements default to float32, as MLX
   array f(v.begin(), {4}, int16);
   EXPECT_EQ(f.data<int16_t>()[3], 4);
   EXPECT_THROW(array({1.0f, 2.0f}, {3}), std::invalid_argument);

@@ -145,24 +145,24 @@ TEST(Eval, DeepChainBuildsEvaluatesDifferentiatesAndFrees) {
   constexpr int kDepth = 100000;
   auto f = [](const array& x) {
     array y = x;
-    for (int i = 0; i < kDepth; ++i) y = add(y, array(1e-6));
+    for (int i = 0; i < kDepth; ++i) y = add(y, array(1e-6, float64));
     return y;
   };
   {
-    array y = f(array(1.0));
+    array y = f(array(1.0, float64));
     EXPECT_NEAR(y.item<double>(), 1.0 + kDepth * 1e-6, 1e-9);
   }
   {
     // Unevaluated deep graph destroyed without eval: destruction must not recurse.
-    array y = f(array(2.0));
+    array y = f(array(2.0, float64));
   }
   {
-    auto g = grad([&](const array& x) { return multiply(f(x), f(x)); })(array(1.0));
+    auto g = grad([&](const array& x) { return multiply(f(x), f(x)); })(array(1.0, float64));
     double v = 1.0 + kDepth * 1e-6;
     EXPECT_NEAR(g.item<double>(), 2 * v, 1e-9);
   }
   {
-    auto [y, t] = jvp([&](const array& x) { return f(x); }, array(1.0), array(3.0));
+    auto [y, t] = jvp([&](const array& x) { return f(x); }, array(1.0, float64), array(3.0, float64));
     EXPECT_NEAR(t.item<double>(), 3.0, 1e-12);
   }
 }

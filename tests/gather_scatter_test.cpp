@@ -469,10 +469,10 @@ TEST(GatherScatter, Errors) {
   expect_throws_naming<std::invalid_argument>([&] { gather(a, i, 0, {1, 5}); }, "[gather]");
   expect_throws_naming<std::invalid_argument>([&] { gather(a, std::vector<array>{i, i}, {1, -1}, {1, 1}); }, "[gather]");
   expect_throws_naming<std::invalid_argument>([&] { gather(a, std::vector<array>{i, array({0, 1, 2})}, {0, 1}, {1, 1}); }, "[gather]");
-  expect_throws_naming<std::out_of_range>([&] { gather(a, i, 2, {1, 1}); }, "[gather]");
+  expect_throws_naming<std::invalid_argument>([&] { gather(a, i, 2, {1, 1}); }, "[gather]");
   expect_throws_naming<std::invalid_argument>([&] { gather(a, array({true}), 0, {1, 1}); }, "[gather]");
   expect_throws_naming<std::invalid_argument>([&] { take(a, array({1.0}), 0); }, "[take]");
-  expect_throws_naming<std::out_of_range>([&] { take(a, i, -3); }, "[take]");
+  expect_throws_naming<std::invalid_argument>([&] { take(a, i, -3); }, "[take]");
   expect_throws_naming<std::out_of_range>([&] { take(a, 3, 0); }, "[take]");
   expect_throws_naming<std::out_of_range>([&] { take(a, -13); }, "[take]");
   auto u = randn({2, 1, 4});
@@ -481,7 +481,7 @@ TEST(GatherScatter, Errors) {
   expect_throws_naming<std::invalid_argument>([&] { scatter_prod(a, i, randn({3, 1, 4}), 0); }, "[scatter_prod]");
   expect_throws_naming<std::invalid_argument>([&] { scatter_max(a, std::vector<array>{i}, u, {0, 1}); }, "[scatter_max]");
   expect_throws_naming<std::invalid_argument>([&] { scatter_min(a, array({0.0}), randn({1, 1, 4}), 0); }, "[scatter_min]");
-  expect_throws_naming<std::out_of_range>([&] { scatter(a, i, u, 2); }, "[scatter]");
+  expect_throws_naming<std::invalid_argument>([&] { scatter(a, i, u, 2); }, "[scatter]");
   expect_throws_naming<std::invalid_argument>([&] { masked_scatter(a, ones({3, 4}), randn({12})); }, "[masked_scatter]");
   expect_throws_naming<std::invalid_argument>([&] { masked_scatter(a, array({true, false}), randn({12})); }, "[masked_scatter]");
   expect_throws_naming<std::invalid_argument>([&] { masked_scatter(a, array(true), zeros({0})); }, "[masked_scatter]");

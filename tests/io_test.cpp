@@ -1,13 +1,17 @@
 // nuvec tests: .npy save/load (round trips over every dtype, files written by NumPy and by
-// hand in the format's other forms) and IDX reading (plain and gzip), with truncated and
-// corrupt files checked to throw std::runtime_error naming the file.
+// hand in the format's other forms), IDX reading (plain and gzip), and MLX's io::Reader /
+// io::Writer streams (user-defined in-memory streams for .npy and safetensors, the file
+// streams, failing streams), with truncated and corrupt files checked to throw
+// std::runtime_error naming the file.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -396,4 +400,248 @@ TEST(Idx, EveryTruncationOfAPlainFileThrows) {
   }
   write_bytes(path("whole.idx"), whole);
   EXPECT_EQ(nx::load_idx(path("whole.idx")).shape(), (nx::Shape{2, 3, 2}));
+}
+
+// ====================================================================================
+// io::Reader / io::Writer (MLX's stream interfaces): user-defined streams, the file
+// streams, and failures reported either way (an exception or good() turning false).
+
+namespace {
+
+// A user-defined in-memory writer, as a port of MLX code would write one. With
+// `fail_at` set, a write that would pass that many bytes stores nothing and turns good()
+// false (the iostream way of failing, no exception).
+class MemoryWriter : public nx::io::Writer {
+ public:
+  explicit MemoryWriter(size_t fail_at = SIZE_MAX) : fail_at_(fail_at) {}
+  bool is_open() const override { return true; }
+  bool good() const override { return good_; }
+  size_t tell() override { return pos_; }
+  void seek(int64_t off, std::ios_base::seekdir way = std::ios_base::beg) override {
+    pos_ = static_cast<size_t>((way == std::ios_base::beg ? 0 : way == std::ios_base::end ? bytes.size() : pos_) + off);
+  }
+  void write(const char* data, size_t n) override {
+    if (!good_ || pos_ + n > fail_at_) {
+      good_ = false;
+      return;
+    }
+    if (bytes.size() < pos_ + n) bytes.resize(pos_ + n);
+    std::memcpy(bytes.data() + pos_, data, n);
+    pos_ += n;
+  }
+  std::string label() const override { return "memory buffer"; }
+  std::vector<char> bytes;
+
+ private:
+  size_t fail_at_;
+  size_t pos_ = 0;
+  bool good_ = true;
+};
+
+// A user-defined in-memory reader over a copy of `bytes`; reads past the end turn good()
+// false. `open` false makes a reader that is not open.
+class MemoryReader : public nx::io::Reader {
+ public:
+  explicit MemoryReader(std::vector<char> bytes, bool open = true) : bytes_(std::move(bytes)), open_(open) {}
+  bool is_open() const override { return open_; }
+  bool good() const override { return open_ && good_; }
+  size_t tell() override { return pos_; }
+  void seek(int64_t off, std::ios_base::seekdir way = std::ios_base::beg) override {
+    pos_ = static_cast<size_t>((way == std::ios_base::beg ? 0 : way == std::ios_base::end ? bytes_.size() : pos_) + off);
+  }
+  void read(char* data, size_t n) override {
+    read(data, n, pos_);
+    pos_ += n;
+  }
+  void read(char* data, size_t n, size_t offset) override {
+    ++reads;
+    if (offset + n > bytes_.size()) {
+      good_ = false;
+      return;
+    }
+    std::memcpy(data, bytes_.data() + offset, n);
+  }
+  std::string label() const override { return "memory reader"; }
+  int reads = 0;
+
+ private:
+  std::vector<char> bytes_;
+  bool open_;
+  size_t pos_ = 0;
+  bool good_ = true;
+};
+
+// A reader whose stream claims more bytes than it can deliver: reads throw, as
+// MLX's file reader does at the end of a file.
+class ThrowingReader : public MemoryReader {
+ public:
+  using MemoryReader::MemoryReader;
+  void read(char*, size_t n, size_t offset) override {
+    throw std::runtime_error("device gone at byte " + std::to_string(offset + n));
+  }
+};
+
+// A safetensors map holding every dtype, complex64 and float64 included.
+std::unordered_map<std::string, nx::array> every_dtype_map() {
+  std::unordered_map<std::string, nx::array> m;
+  for (auto dtype : nx::all_dtypes) m.insert({nx::dtype_name(dtype), random_array({3, 2}, dtype)});
+  m.insert({"scalar", random_array({}, nx::float32)});
+  m.insert({"view", nx::transpose(random_array({2, 5}, nx::int16))});
+  return m;
+}
+
+void expect_same_map(const std::unordered_map<std::string, nx::array>& got,
+                     const std::unordered_map<std::string, nx::array>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [k, v] : want) {
+    SCOPED_TRACE(k);
+    ASSERT_TRUE(got.count(k));
+    EXPECT_EQ(got.at(k).dtype(), v.dtype());
+    EXPECT_EQ(got.at(k).shape(), v.shape());
+    EXPECT_EQ(bytes_of(got.at(k)), bytes_of(v));
+  }
+}
+
+} // namespace
+
+TEST(Streams, NpyRoundTripsThroughUserDefinedStreams) {
+  for (auto dtype : nx::all_dtypes) {
+    SCOPED_TRACE(nx::dtype_name(dtype));
+    auto a = random_array({4, 3}, dtype);
+    auto out = std::make_shared<MemoryWriter>();
+    nx::save(out, a);
+    // The bytes are exactly what the file overload writes.
+    nx::save(path("stream.npy"), a);
+    EXPECT_EQ(out->bytes, read_bytes(path("stream.npy")));
+    auto b = nx::load(std::make_shared<MemoryReader>(out->bytes));
+    EXPECT_EQ(b.dtype(), dtype);
+    EXPECT_EQ(b.shape(), (nx::Shape{4, 3}));
+    EXPECT_EQ(bytes_of(b), bytes_of(a));
+  }
+}
+
+TEST(Streams, SafetensorsRoundTripsThroughUserDefinedStreams) {
+  const auto in = every_dtype_map();
+  const nx::SafetensorsMetadata meta = {{"format", "mlx"}, {"k", "v"}};
+  auto out = std::make_shared<MemoryWriter>();
+  nx::save_safetensors(out, in, meta);
+  nx::save_safetensors(path("stream.safetensors"), in, meta);
+  EXPECT_EQ(out->bytes, read_bytes(path("stream.safetensors")));
+  auto reader = std::make_shared<MemoryReader>(out->bytes);
+  nx::SafetensorsLoad loaded = nx::load_safetensors(reader);
+  expect_same_map(loaded.first, in);
+  EXPECT_EQ(loaded.second, meta);
+  // Headers are read through a few reads, not one per field.
+  EXPECT_LT(reader->reads, 3 + static_cast<int>(in.size()));
+}
+
+TEST(Streams, Complex64AndFloat64InSafetensorsUseMlxCodes) {
+  const nx::array z = nx::array({nx::complex64_t(1.5f, -2.0f), nx::complex64_t(0.0f, 3.25f)});
+  const nx::array d = nx::array({1.0, 1e-300}, nx::float64);
+  nx::save_safetensors(path("cz"), {{"z", z}, {"d", d}}); // ".safetensors" appended
+  const auto bytes = read_bytes(path("cz.safetensors"));
+  const std::string text(bytes.begin(), bytes.end());
+  EXPECT_NE(text.find("\"dtype\":\"C64\""), std::string::npos) << text.substr(0, 200);
+  EXPECT_NE(text.find("\"dtype\":\"F64\""), std::string::npos);
+  auto [m, meta] = nx::load_safetensors(path("cz.safetensors"));
+  ASSERT_EQ(m.at("z").dtype(), nx::complex64);
+  EXPECT_EQ(m.at("z").shape(), (nx::Shape{2}));
+  EXPECT_EQ(bytes_of(m.at("z")), bytes_of(z));
+  EXPECT_EQ(m.at("d").dtype(), nx::float64);
+  EXPECT_EQ(bytes_of(m.at("d")), bytes_of(d));
+  EXPECT_TRUE(meta.empty());
+}
+
+// MLX writes "__metadata__": null when there is no metadata; such files load.
+TEST(Streams, SafetensorsWithNullMetadataAsMlxWritesIt) {
+  const std::string json = R"({"__metadata__":null,"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::vector<char> b(8);
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((uint64_t(json.size()) >> (8 * i)) & 0xFF);
+  b.insert(b.end(), json.begin(), json.end());
+  const float w[2] = {0.5f, -4.0f};
+  b.insert(b.end(), reinterpret_cast<const char*>(w), reinterpret_cast<const char*>(w) + 8);
+  auto [m, meta] = nx::load_safetensors(std::make_shared<MemoryReader>(b));
+  EXPECT_TRUE(meta.empty());
+  nx::testing::expect_close(m.at("w"), {2}, {0.5, -4.0});
+}
+
+TEST(Streams, FailingWriterGivesAClearError) {
+  const auto a = random_array({64}, nx::float32);
+  // The header fits, the data does not: the writer turns good() false, no exception.
+  expect_file_error([&] { nx::save(std::make_shared<MemoryWriter>(100), a); },
+                    {"[save]", "memory buffer", "writing 384 bytes failed", "good() == false"});
+  expect_file_error([&] { nx::save_safetensors(std::make_shared<MemoryWriter>(10), {{"a", a}}); },
+                    {"[save_safetensors]", "memory buffer", "failed"});
+  // A writer that is already bad is refused before anything is written.
+  auto bad = std::make_shared<MemoryWriter>(0);
+  bad->write("x", 1);
+  ASSERT_FALSE(bad->good());
+  expect_file_error([&] { nx::save(bad, a); }, {"[save]", "memory buffer", "cannot write to it"});
+  EXPECT_THROW(nx::save(std::shared_ptr<nx::io::Writer>(), a), std::invalid_argument);
+  // A file writer on a full disk throws; the message names the op and the file.
+  expect_file_error([&] { nx::save_safetensors(std::make_shared<nx::io::FileWriter>("/dev/full"), {{"a", a}}); },
+                    {"[save_safetensors]", "file /dev/full", "No space left"});
+  expect_file_error([&] { nx::save(std::make_shared<nx::io::FileWriter>("/dev/full"), a); },
+                    {"[save]", "file /dev/full", "No space left"});
+}
+
+TEST(Streams, FailingReadersGiveClearErrors) {
+  nx::save(path("r.npy"), random_array({8}, nx::int32));
+  const auto bytes = read_bytes(path("r.npy"));
+  expect_file_error([&] { nx::load(std::make_shared<MemoryReader>(bytes, false)); },
+                    {"[load]", "memory reader", "is_open() == false"});
+  expect_file_error([&] { nx::load_safetensors(std::make_shared<ThrowingReader>(bytes)); },
+                    {"[load_safetensors]", "memory reader", "device gone"});
+  EXPECT_THROW(nx::load(std::shared_ptr<nx::io::Reader>()), std::invalid_argument);
+  // Every truncation through a user-defined reader is an error, as through a file.
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(nx::load(std::make_shared<MemoryReader>(std::vector<char>(bytes.begin(), bytes.begin() + n))),
+                 std::runtime_error)
+        << "length " << n;
+  }
+}
+
+TEST(Streams, FileReaderAndWriterFollowMlxSemantics) {
+  const std::string f = path("fs.bin");
+  {
+    nx::io::FileWriter w(f);
+    ASSERT_TRUE(w.is_open());
+    EXPECT_TRUE(w.good());
+    EXPECT_EQ(w.label(), "file " + f);
+    w.write("hello world", 11);
+    EXPECT_EQ(w.tell(), 11u);
+    w.seek(6);
+    w.write("WORLD", 5);
+    w.seek(0, std::ios_base::end);
+    w.write("!", 1);
+    nx::io::FileWriter moved(std::move(w));
+    EXPECT_TRUE(moved.is_open());
+    EXPECT_FALSE(w.is_open());
+  }
+  EXPECT_FALSE(nx::io::FileWriter().is_open());
+  nx::io::ParallelFileReader r(f);
+  ASSERT_TRUE(r.is_open());
+  EXPECT_EQ(r.label(), "file " + f);
+  char buf[12] = {};
+  r.read(buf, 5);
+  EXPECT_EQ(std::string(buf, 5), "hello");
+  EXPECT_EQ(r.tell(), 5u);
+  r.read(buf, 5, 6); // positional: the position stays at 5
+  EXPECT_EQ(std::string(buf, 5), "WORLD");
+  EXPECT_EQ(r.tell(), 5u);
+  r.seek(-1, std::ios_base::end);
+  r.read(buf, 1);
+  EXPECT_EQ(buf[0], '!');
+  try {
+    r.read(buf, 4, 10);
+    ADD_FAILURE() << "a read past the end must throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("[read]"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(nx::io::FileReader(path("no-such-file")).is_open());
+  // The path overloads are the stream overloads over these classes.
+  auto a = random_array({3, 3}, nx::uint16);
+  nx::save(std::make_shared<nx::io::FileWriter>(path("via_stream.npy")), a);
+  EXPECT_EQ(bytes_of(nx::load(path("via_stream.npy"))), bytes_of(a));
+  EXPECT_EQ(bytes_of(nx::load(std::make_shared<nx::io::ParallelFileReader>(path("via_stream.npy")))), bytes_of(a));
 }

@@ -481,12 +481,12 @@ TEST(Linalg, BadInput) {
   expect_throws_naming<std::invalid_argument>([&] { linalg::solve_triangular(randn({3, 3}), randn({2})); }, "[linalg::solve_triangular]");
   expect_throws_naming<std::invalid_argument>([&] { linalg::eigh(randn({3, 3}), "X"); }, "[linalg::eigh]");
   expect_throws_naming<std::invalid_argument>([&] { linalg::cross(randn({4}), randn({4})); }, "[linalg::cross]");
-  expect_throws_naming<std::out_of_range>([&] { linalg::cross(randn({3}), randn({3}), 2); }, "[linalg::cross]");
+  expect_throws_naming<std::invalid_argument>([&] { linalg::cross(randn({3}), randn({3}), 2); }, "[linalg::cross]");
   expect_throws_naming<std::invalid_argument>([&] { linalg::norm(randn({2, 2, 2}), 2.0); }, "[linalg::norm]");
   expect_throws_naming<std::invalid_argument>([&] { linalg::norm(rect, 3.0, std::vector<int>{0, 1}); }, "[linalg::norm]");
   expect_throws_naming<std::invalid_argument>([&] { linalg::norm(rect, std::string("fro"), 0); }, "[linalg::norm]");
   expect_throws_naming<std::invalid_argument>([&] { linalg::norm(rect, std::string("max"), std::vector<int>{0, 1}); }, "[linalg::norm]");
-  expect_throws_naming<std::out_of_range>([&] { linalg::norm(rect, 2.0, 5); }, "[linalg::norm]");
+  expect_throws_naming<std::invalid_argument>([&] { linalg::norm(rect, 2.0, 5); }, "[linalg::norm]");
   // Numerical failures surface at evaluation, naming the op and the shape.
   std::vector<double> s = {1, 2, 2, 4};
   array sing(s.begin(), {2, 2}, float64);

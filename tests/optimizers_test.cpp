@@ -175,7 +175,7 @@ TEST(ClipGradNorm, ScalesByGlobalNorm) {
   auto [clipped, n] = opt::clip_grad_norm(g, norm / 2);
   EXPECT_NEAR(n.item<double>(), norm, 1e-12);
   double scale = (norm / 2) / (norm + 1e-6);
-  for (auto& [k, v] : g) expect_allclose(clipped.at(k), v * array(scale), 1e-12, 1e-12);
+  for (auto& [k, v] : g) expect_allclose(clipped.at(k), v * array(scale, float64), 1e-12, 1e-12);
   auto [same, n2] = opt::clip_grad_norm(g, norm * 2);
   for (auto& [k, v] : g) expect_allclose(same.at(k), v, 1e-12, 1e-12);
   expect_throws_naming<std::invalid_argument>([&] { opt::clip_grad_norm(g, -1); }, "[clip_grad_norm]");

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <limits>
 #include <numeric>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "backend/common/threefry.h"
@@ -27,6 +29,33 @@ array fresh_key() {
 std::vector<uint32_t> words(const array& a) {
   auto v = to_vector(a);
   return std::vector<uint32_t>(v.begin(), v.end());
+}
+
+// The uint32 bits of `shape` for key `k`, on the host by the verified counter layout
+// (threefry::fill_bits reproduces MLX's vectors in RandomBits.MatchMlxAndJax).
+std::vector<uint32_t> host_bits(threefry::Words k, size_t n) {
+  std::vector<uint32_t> w(n);
+  threefry::fill_bits(k, w.data(), 4 * n);
+  return w;
+}
+
+threefry::Words host_key(const array& k) {
+  auto w = words(k);
+  return {w[0], w[1]};
+}
+
+// MLX's uniform on [0, 1) in float32: min(float(b) / float(2^32 - 1), nextafter(1, 0)).
+float host_unit(uint32_t b) {
+  volatile float q = static_cast<float>(b) / 4294967295.0f;
+  return std::min(static_cast<float>(q), std::nextafter(1.0f, 0.0f));
+}
+
+// The values of an array of T, exactly (to_vector goes through double).
+template <typename T>
+std::vector<T> values(array a) {
+  a = contiguous(astype(a, TypeToDtype<T>()));
+  a.eval();
+  return std::vector<T>(a.data<T>(), a.data<T>() + a.size());
 }
 
 // sup |F_n(x) - F(x)| of the sample against the CDF F.
@@ -198,6 +227,204 @@ TEST(RandomSeed, ConcurrentDrawsTakeDistinctKeysOfTheSequence) {
   EXPECT_EQ(sequential, concurrent);
 }
 
+// MLX's KeySequence: next() hands out split(k).second and keeps split(k).first. The subkeys
+// of key(0) are MLX's test vectors: split(key(0)) = ([4146024105, 967050713],
+// [2718843009, 1272950319]).
+TEST(RandomKeySequence, NextIsTheSecondHalfOfASplit) {
+  random::KeySequence ks(0);
+  EXPECT_EQ(words(ks.next()), (std::vector<uint32_t>{2718843009u, 1272950319u}));
+  auto carried = random::split(random::key(0)).first;
+  EXPECT_EQ(words(ks.next()), words(random::split(carried).second));
+  EXPECT_EQ(ks.next().dtype(), uint32);
+  // A copy continues independently from the same point; seed() restarts.
+  random::KeySequence copy = ks;
+  EXPECT_EQ(words(copy.next()), words(ks.next()));
+  ks.seed(0);
+  EXPECT_EQ(words(ks.next()), (std::vector<uint32_t>{2718843009u, 1272950319u}));
+  EXPECT_EQ(&random::KeySequence::default_(), &random::KeySequence::default_());
+}
+
+// seed(s) then key-less calls take the default sequence's keys in call order, so they give
+// the keyed calls' numbers: what MLX gives after mx.random.seed(s).
+TEST(RandomKeySequence, SeededKeylessCallsGiveTheKeyedNumbers) {
+  random::KeySequence ks(42);
+  auto k1 = ks.next(), k2 = ks.next(), k3 = ks.next();
+  random::seed(42);
+  auto u = random::uniform({5});
+  auto n = random::normal({4}, float16);
+  auto r = random::randint(0, 100, {6});
+  expect_allclose(u, random::uniform({5}, k1), 0, 0);
+  expect_allclose(n, random::normal({4}, float16, k2), 0, 0);
+  expect_allclose(r, random::randint(0, 100, {6}, int32, k3), 0, 0);
+  // The default sequence is the one seed() restarts.
+  random::seed(0);
+  EXPECT_EQ(words(random::KeySequence::default_().next()),
+            (std::vector<uint32_t>{2718843009u, 1272950319u}));
+  // int64 randint without a key takes two keys, the low 32 bits from the first.
+  random::seed(9);
+  auto wide = random::randint(0, 1 << 20, {3}, int64);
+  random::KeySequence k9(9);
+  auto lo = host_bits(host_key(k9.next()), 3), hi = host_bits(host_key(k9.next()), 3);
+  auto wv = values<int64_t>(wide);
+  for (int i = 0; i < 3; ++i) {
+    uint64_t raw = (uint64_t{hi[i]} << 32) | lo[i];
+    EXPECT_EQ(wv[i], static_cast<int64_t>(raw % (1u << 20))) << i;
+  }
+  // MLX's bits takes its key before checking its arguments: a failed call uses one up.
+  random::seed(5);
+  EXPECT_THROW(random::bits({}, 3), std::invalid_argument);
+  auto after = random::bits({});
+  random::KeySequence k5(5);
+  k5.next();
+  EXPECT_EQ(after.item<uint32_t>(), random::bits({}, k5.next()).item<uint32_t>());
+}
+
+// ---------------------------------------------------------------------------------------
+// MLX's numbers: each op applied by hand, on the host, to the verified bits of its key.
+
+TEST(RandomMlxNumbers, UniformWithBounds) {
+  auto k = random::key(7);
+  auto b = host_bits(host_key(k), 12);
+  auto x = values<float>(random::uniform(array(-2.5f), array(4.0f), {3, 4}, float32, k));
+  for (int i = 0; i < 12; ++i) {
+    volatile float range = 4.0f - (-2.5f);
+    volatile float scaled = range * host_unit(b[i]);
+    EXPECT_EQ(x[i], scaled + -2.5f) << i;
+  }
+}
+
+// randint: low + (b mod (high - low)) in uint64, read as the dtype (MLX's integer-space
+// reduction). key(0)'s bits of shape (3, 1) are MLX's 4146024105, 1351547692, 2718843009.
+TEST(RandomMlxNumbers, Randint) {
+  auto r = random::randint(-3, 7, {3, 1}, int32, random::key(0));
+  EXPECT_EQ(r.shape(), (Shape{3, 1}));
+  EXPECT_EQ(values<int32_t>(r), (std::vector<int32_t>{2, -1, 6}));
+  auto k = random::key(123);
+  auto b = host_bits(host_key(k), 16);
+  auto u8 = values<uint8_t>(random::randint(10, 250, {16}, uint8, k));
+  auto i16 = values<int16_t>(random::randint(-1000, 3, {16}, int16, k));
+  auto bl = values<bool>(random::randint(0, 2, {16}, bool_, k));
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(u8[i], 10 + b[i] % 240) << i;
+    EXPECT_EQ(i16[i], -1000 + static_cast<int>(b[i] % 1003)) << i;
+    EXPECT_EQ(bl[i], b[i] % 2 == 1) << i;
+  }
+  // int64 with a key: 64 bits from the two halves of split(key), the first half low.
+  auto [k1, k2] = random::split(k);
+  auto lo = host_bits(host_key(k1), 16), hi = host_bits(host_key(k2), 16);
+  const int64_t low = -(int64_t{1} << 40);
+  const uint64_t range = (uint64_t{1} << 41) + 12345;
+  auto i64 = values<int64_t>(
+      random::randint(array(low), array(low + static_cast<int64_t>(range)), {16}, int64, k));
+  for (int i = 0; i < 16; ++i) {
+    uint64_t raw = (uint64_t{hi[i]} << 32) | lo[i];
+    EXPECT_EQ(i64[i], static_cast<int64_t>(static_cast<uint64_t>(low) + raw % range)) << i;
+  }
+}
+
+// categorical = argmax over the category axis of logits + gumbel, the gumbel noise of
+// `shape` with the category axis inserted (MLX's categorical_impl), gumbel = -log(-log(u)).
+TEST(RandomMlxNumbers, CategoricalIsGumbelArgmaxOverEveryOverload) {
+  const int R = 4, C = 5, S = 3;
+  std::vector<float> lv(R * C);
+  for (int i = 0; i < R * C; ++i) lv[i] = 0.37f * ((i * 7) % 11) - 1.5f;
+  auto logits = array(lv.begin(), Shape{R, C}, float32);
+  auto key = random::key(2024);
+  // The bits' layout depends on the draw's size: (R, C) and the (.., S) draws differ.
+  auto b1 = host_bits(host_key(key), R * C), b3 = host_bits(host_key(key), R * C * S);
+  auto gumbel_of = [](uint32_t bits) {
+    return -std::log(-std::log(static_cast<double>(host_unit(bits))));
+  };
+  auto g1 = [&](size_t i) { return gumbel_of(b1[i]); };
+  auto g = [&](size_t i) { return gumbel_of(b3[i]); };
+  // argmax over c of score(c), checked only where the top two are not within rounding.
+  auto expect_pick = [](uint32_t got, int n, auto score, const std::string& where) {
+    int best = 0;
+    for (int c = 1; c < n; ++c) best = score(c) > score(best) ? c : best;
+    double gap = 1e9;
+    for (int c = 0; c < n; ++c) {
+      if (c != best) gap = std::min(gap, score(best) - score(c));
+    }
+    if (gap > 1e-4) EXPECT_EQ(got, static_cast<uint32_t>(best)) << where;
+  };
+  // Default: along the last axis, noise of logits' shape.
+  auto a = values<uint32_t>(random::categorical(logits, -1, key));
+  ASSERT_EQ(a.size(), static_cast<size_t>(R));
+  for (int i = 0; i < R; ++i) {
+    expect_pick(a[i], C, [&](int c) { return lv[i * C + c] + g1(i * C + c); }, "axis -1, row " + std::to_string(i));
+  }
+  // Along axis 0 with shape (S, C): noise (S, R, C), argmax over its axis 1.
+  auto s0 = values<uint32_t>(random::categorical(logits, 0, Shape{S, C}, key));
+  ASSERT_EQ(s0.size(), static_cast<size_t>(S * C));
+  for (int i = 0; i < S; ++i) {
+    for (int j = 0; j < C; ++j) {
+      expect_pick(s0[i * C + j], R,
+                  [&](int r) { return lv[r * C + j] + g((i * R + r) * C + j); },
+                  "shape (S, C) at " + std::to_string(i) + "," + std::to_string(j));
+    }
+  }
+  // num_samples along axis 1: logits (R, C, 1), noise (R, C, S), argmax over axis 1.
+  auto ns = random::categorical(logits, 1, S, key);
+  ASSERT_EQ(ns.shape(), (Shape{R, S}));
+  auto nv = values<uint32_t>(ns);
+  for (int i = 0; i < R; ++i) {
+    for (int t = 0; t < S; ++t) {
+      expect_pick(nv[i * S + t], C, [&](int c) { return lv[i * C + c] + g((i * C + c) * S + t); },
+                  "num_samples at " + std::to_string(i) + "," + std::to_string(t));
+    }
+  }
+  // And each overload is the public-op composition MLX builds, element for element.
+  auto gm = random::gumbel({R, C, S}, float32, key);
+  expect_allclose(ns, argmax(add(gm, expand_dims(logits, -1)), 1, false), 0, 0);
+  auto gv = to_vector(gm);
+  for (int i = 0; i < R * C * S; ++i) EXPECT_NEAR(gv[i], g(i), 1e-5 * (1 + std::abs(g(i)))) << i;
+}
+
+TEST(RandomMlxNumbers, BernoulliAndPermutation) {
+  auto k = random::key(99);
+  auto b = host_bits(host_key(k), 64);
+  const float ps[] = {0.0f, 0.3f, 0.5f, 0.999f};
+  auto p = array(ps, Shape{4}, float32);
+  auto m = values<bool>(random::bernoulli(p, {16, 4}, k));
+  const float upper = std::nextafter(4294967295.0f, std::numeric_limits<float>::max());
+  for (int i = 0; i < 64; ++i) {
+    volatile float t = ps[i % 4] * upper;
+    EXPECT_EQ(m[i], static_cast<float>(b[i]) < t) << i;
+  }
+  // permutation(n) = argsort(bits({n})); permutation(x, axis) = take(x, it, axis).
+  auto perm = values<uint32_t>(random::permutation(64, k));
+  std::vector<uint32_t> order(64);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t i, uint32_t j) { return b[i] < b[j]; });
+  EXPECT_EQ(perm, order);
+  auto x = reshape(arange(0, 12), {3, 4});
+  auto px = random::permutation(x, 1, k);
+  expect_allclose(px, take(x, random::permutation(4, k), 1), 0, 0);
+  EXPECT_EQ(px.dtype(), x.dtype());
+}
+
+// multivariate_normal = mean + normal(shape + (n,), key) @ ((U * sqrt(S)) @ Vt): for a
+// diagonal cov the factor is diag(sqrt(cov)).
+TEST(RandomMlxNumbers, MultivariateNormalOfADiagonalCov) {
+  auto k = random::key(31);
+  auto mean = array({1.0f, -1.0f});
+  auto cov = array({4.0f, 0.0f, 0.0f, 9.0f}, Shape{2, 2});
+  auto x = random::multivariate_normal(mean, cov, {6}, float32, k);
+  ASSERT_EQ(x.shape(), (Shape{6, 2}));
+  auto z = random::normal({6, 2}, k);
+  expect_allclose(x, add(mean, multiply(z, array({2.0f, 3.0f}))), 1e-6, 1e-6);
+}
+
+// MLX's normal lets loc and scale broadcast the samples to a larger shape.
+TEST(RandomMlxNumbers, NormalLocScaleBroadcastLikeMlx) {
+  auto k = random::key(3);
+  auto loc = reshape(array({0.0f, 10.0f}), {2, 1});
+  auto x = random::normal({3}, float32, loc, std::nullopt, k);
+  ASSERT_EQ(x.shape(), (Shape{2, 3}));
+  auto z = random::normal({3}, k);
+  expect_allclose(x, add(loc, z), 0, 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Distributions
 
@@ -361,14 +588,17 @@ TEST(RandomBernoulli, ScalarPOverloads) {
   ASSERT_EQ(s.shape(), Shape{});
   EXPECT_EQ(s.item<bool>(), random::bernoulli(array(0.3f), k).item<bool>());
   EXPECT_EQ(random::bernoulli(0.3f, k).item<bool>(), s.item<bool>());
-  // p <= 0 never, p >= 1 always, integer p included.
+  // p <= 0 never, p >= 1 always.
   for (int i = 0; i < 20; ++i) {
     auto ki = fresh_key();
-    EXPECT_FALSE(random::bernoulli(0, ki).item<bool>());
+    EXPECT_FALSE(random::bernoulli(0.0, ki).item<bool>());
     EXPECT_FALSE(random::bernoulli(-0.5, ki).item<bool>());
-    EXPECT_TRUE(random::bernoulli(1, ki).item<bool>());
+    EXPECT_TRUE(random::bernoulli(1.0, ki).item<bool>());
     EXPECT_TRUE(random::bernoulli(2.0f, ki).item<bool>());
   }
+  // An integer p is array(p), an integer array: MLX throws (its test bernoulli(0, [2])).
+  expect_throws_naming<std::invalid_argument>([&] { random::bernoulli(0, k); }, "[bernoulli]");
+  expect_throws_naming<std::invalid_argument>([&] { random::bernoulli(1, {2}, k); }, "[bernoulli]");
   auto m = random::bernoulli(0.25, {4, 5}, k);
   ASSERT_EQ(m.shape(), (Shape{4, 5}));
   expect_allclose(m, random::bernoulli(array(0.25f), {4, 5}, k), 0, 0);
@@ -635,11 +865,11 @@ TEST(RandomGrad, AffineInParameters) {
   }, {randn({4}), uniform({3, 4}, 0.5, 2.0)});
   check_grad([k](const std::vector<array>& xs) {
     return random::truncated_normal(xs[0], xs[1], {5}, float64, k);
-  }, {array(-1.0), array(1.0)}, {1e-6, 1e-4, 1e-5});
+  }, {array(-1.0, float64), array(1.0, float64)}, {1e-6, 1e-4, 1e-5});
   // The bits themselves carry a zero derivative: d uniform / d low = 1 - u, d/d high = u.
   auto [outs, grads] = vjp([k](const std::vector<array>& xs) {
     return std::vector<array>{random::uniform(xs[0], xs[1], {}, float64, k)};
-  }, {array(0.0), array(1.0)}, {array(1.0)});
+  }, {array(0.0, float64), array(1.0, float64)}, {array(1.0, float64)});
   double u = outs[0].item<double>();
   EXPECT_NEAR(grads[0].item<double>(), 1 - u, 1e-12);
   EXPECT_NEAR(grads[1].item<double>(), u, 1e-12);

@@ -565,8 +565,8 @@ TEST(ReduceGrad, MaxMinWithoutTies) {
 
 TEST(ReduceGrad, MaxMinTiesFollowTheSeedRule) {
   // Row 0: a three-way tie for the max; row 1: a two-way tie for the min.
-  auto x = array({1.0, 3.0, 3.0, 0.0, 3.0, -2.0, 5.0, -2.0, 4.0, 1.0}, {2, 5});
-  auto cot = array({2.0, 3.0});
+  auto x = array({1.0, 3.0, 3.0, 0.0, 3.0, -2.0, 5.0, -2.0, 4.0, 1.0}, {2, 5}, float64);
+  auto cot = array({2.0, 3.0}, float64);
   // Reverse mode splits ties evenly.
   auto [o1, gmax] = vjp([](const array& a) { return max(a, 1); }, x, cot);
   expect_close(gmax, {2, 5}, {0, 2.0 / 3, 2.0 / 3, 0, 2.0 / 3, 0, 3, 0, 0, 0}, 1e-12, 1e-12);

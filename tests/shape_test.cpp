@@ -150,7 +150,7 @@ TEST(Flatten, Values) {
   expect_close(flatten(a, -2, -1), {2, 12}, v, 0, 0);
   expect_close(flatten(array(2.0)), {1}, {2.0});
   expect_throws_naming<std::invalid_argument>([&] { flatten(a, 2, 1); }, "[flatten]");
-  expect_throws_naming<std::out_of_range>([&] { flatten(a, 3, 3); }, "[flatten]");
+  expect_throws_naming<std::invalid_argument>([&] { flatten(a, 3, 3); }, "[flatten]");
 }
 
 TEST(Unflatten, Values) {
@@ -160,7 +160,7 @@ TEST(Unflatten, Values) {
   expect_close(unflatten(a, -2, {1, 2}), {1, 2, 12}, v, 0, 0);
   expect_throws_naming<std::invalid_argument>([&] { unflatten(a, 1, {5, -1}); }, "[unflatten]");
   expect_throws_naming<std::invalid_argument>([&] { unflatten(a, 1, {}); }, "[unflatten]");
-  expect_throws_naming<std::out_of_range>([&] { unflatten(a, 2, {12}); }, "[unflatten]");
+  expect_throws_naming<std::invalid_argument>([&] { unflatten(a, 2, {12}); }, "[unflatten]");
 }
 
 // ---- squeeze / expand_dims ------------------------------------------------------------
@@ -190,8 +190,8 @@ TEST(Squeeze, ValuesAndViews) {
 TEST(Squeeze, Errors) {
   auto a = zeros({1, 3});
   expect_throws_naming<std::invalid_argument>([&] { squeeze(a, 1); }, "[squeeze]");
-  expect_throws_naming<std::out_of_range>([&] { squeeze(a, 2); }, "[squeeze]");
-  expect_throws_naming<std::out_of_range>([&] { squeeze(a, -3); }, "[squeeze]");
+  expect_throws_naming<std::invalid_argument>([&] { squeeze(a, 2); }, "[squeeze]");
+  expect_throws_naming<std::invalid_argument>([&] { squeeze(a, -3); }, "[squeeze]");
   expect_throws_naming<std::invalid_argument>([&] { squeeze(a, {0, -2}); }, "[squeeze]");
 }
 
@@ -214,8 +214,8 @@ TEST(ExpandDims, ValuesAndViews) {
 
 TEST(ExpandDims, Errors) {
   auto a = zeros({3, 2});
-  expect_throws_naming<std::out_of_range>([&] { expand_dims(a, 3); }, "[expand_dims]");
-  expect_throws_naming<std::out_of_range>([&] { expand_dims(a, -4); }, "[expand_dims]");
+  expect_throws_naming<std::invalid_argument>([&] { expand_dims(a, 3); }, "[expand_dims]");
+  expect_throws_naming<std::invalid_argument>([&] { expand_dims(a, -4); }, "[expand_dims]");
   expect_throws_naming<std::invalid_argument>([&] { expand_dims(a, {1, 1}); }, "[expand_dims]");
 }
 
@@ -251,10 +251,10 @@ TEST(Transpose, ValuesViewsAndFlags) {
 TEST(Transpose, Errors) {
   auto a = zeros({2, 3});
   expect_throws_naming<std::invalid_argument>([&] { transpose(a, {0}); }, "[transpose]");
-  expect_throws_naming<std::out_of_range>([&] { transpose(a, {0, 2}); }, "[transpose]");
+  expect_throws_naming<std::invalid_argument>([&] { transpose(a, {0, 2}); }, "[transpose]");
   expect_throws_naming<std::invalid_argument>([&] { transpose(a, {1, 1}); }, "[transpose]");
-  expect_throws_naming<std::out_of_range>([&] { swapaxes(a, 0, 2); }, "[swapaxes]");
-  expect_throws_naming<std::out_of_range>([&] { moveaxis(a, -3, 0); }, "[moveaxis]");
+  expect_throws_naming<std::invalid_argument>([&] { swapaxes(a, 0, 2); }, "[swapaxes]");
+  expect_throws_naming<std::invalid_argument>([&] { moveaxis(a, -3, 0); }, "[moveaxis]");
 }
 
 TEST(SwapMoveAxis, Values) {

@@ -248,7 +248,7 @@ TEST(Slice, DynamicBadInput) {
       [&] { slice(a, array({1, 2}), {0}, {1, 4}); }, "[slice]");
   expect_throws_naming<std::invalid_argument>(
       [&] { slice(a, array({1}), {0}, {5, 4}); }, "[slice]");
-  expect_throws_naming<std::out_of_range>(
+  expect_throws_naming<std::invalid_argument>(
       [&] { slice(a, array({1}), {2}, {1, 4}); }, "[slice]");
 }
 
@@ -327,7 +327,7 @@ TEST(SliceUpdate, BadInput) {
       [&] { slice_update(src, randn({1}), Shape{0, 0}, Shape{3, 4}, Shape{0, 1}); }, "[slice_update]");
   expect_throws_naming<std::invalid_argument>(
       [&] { slice_update(src, randn({4, 4}), array({0, 0}), {0, 1}); }, "[slice_update]");
-  expect_throws_naming<std::out_of_range>(
+  expect_throws_naming<std::invalid_argument>(
       [&] { slice_update(src, randn({1, 1}), array({0}), {3}); }, "[slice_update]");
 }
 
@@ -364,8 +364,8 @@ TEST(Split, BadInput) {
   auto a = randn({5, 4});
   expect_throws_naming<std::invalid_argument>([&] { split(a, 2); }, "[split]");
   expect_throws_naming<std::invalid_argument>([&] { split(a, 0); }, "[split]");
-  expect_throws_naming<std::out_of_range>([&] { split(a, 2, 2); }, "[split]");
-  expect_throws_naming<std::out_of_range>([&] { split(a, Shape{1}, -3); }, "[split]");
+  expect_throws_naming<std::invalid_argument>([&] { split(a, 2, 2); }, "[split]");
+  expect_throws_naming<std::invalid_argument>([&] { split(a, Shape{1}, -3); }, "[split]");
 }
 
 TEST(Concatenate, JoinsAndPromotes) {
@@ -410,7 +410,7 @@ TEST(Concatenate, BadInput) {
       [&] { concatenate({randn({2, 3}), randn({3, 3})}, 1); }, "[concatenate]");
   expect_throws_naming<std::invalid_argument>(
       [&] { concatenate({randn({2, 3}), randn({3})}, 0); }, "[concatenate]");
-  expect_throws_naming<std::out_of_range>(
+  expect_throws_naming<std::invalid_argument>(
       [&] { concatenate({randn({2, 3}), randn({2, 3})}, 2); }, "[concatenate]");
 }
 
@@ -433,8 +433,8 @@ TEST(Stack, StacksAndUnstacks) {
   EXPECT_EQ(rows[1].shape(), (Shape{3}));
   expect_throws_naming<std::invalid_argument>([&] { stack({a, randn({3, 2})}); }, "[stack]");
   expect_throws_naming<std::invalid_argument>([&] { stack({}); }, "[stack]");
-  expect_throws_naming<std::out_of_range>([&] { stack({a, b}, 3); }, "[stack]");
-  expect_throws_naming<std::out_of_range>([&] { unstack(a, 2); }, "[unstack]");
+  expect_throws_naming<std::invalid_argument>([&] { stack({a, b}, 3); }, "[stack]");
+  expect_throws_naming<std::invalid_argument>([&] { unstack(a, 2); }, "[unstack]");
   expect_throws_naming<std::invalid_argument>([&] { unstack(array(1.0f)); }, "[unstack]");
 }
 
@@ -452,7 +452,7 @@ TEST(Repeat, RepeatsElements) {
   expect_close(flat, {12}, build({12}, [&](const Index& i) { return r.v[i[0] / 2]; }), 0, 0);
   EXPECT_EQ(repeat(a, 0, 0).shape(), (Shape{0, 3}));
   expect_throws_naming<std::invalid_argument>([&] { repeat(a, -1, 0); }, "[repeat]");
-  expect_throws_naming<std::out_of_range>([&] { repeat(a, 2, 2); }, "[repeat]");
+  expect_throws_naming<std::invalid_argument>([&] { repeat(a, 2, 2); }, "[repeat]");
 }
 
 TEST(Tile, TilesLikeNumPy) {
@@ -499,9 +499,9 @@ TEST(Pad, BadInput) {
   auto a = randn({3, 4});
   expect_throws_naming<std::invalid_argument>([&] { pad(a, -1); }, "[pad]");
   expect_throws_naming<std::invalid_argument>([&] { pad(a, {{0, 1}, {-2, 0}}); }, "[pad]");
-  expect_throws_naming<std::invalid_argument>([&] { pad(a, 1, array(0), "reflect"); }, "[pad]");
+  expect_throws_naming<std::invalid_argument>([&] { pad(a, 1, array(0), "wrap"); }, "[pad]");
   expect_throws_naming<std::invalid_argument>([&] { pad(a, 1, array({1, 2})); }, "[pad]");
-  expect_throws_naming<std::out_of_range>([&] { pad(a, std::vector<int>{2}, Shape{1}, Shape{1}); }, "[pad]");
+  expect_throws_naming<std::invalid_argument>([&] { pad(a, std::vector<int>{2}, Shape{1}, Shape{1}); }, "[pad]");
   expect_throws_naming<std::invalid_argument>(
       [&] { pad(randn({0, 2}), 1, array(0), "edge"); }, "[pad]");
 }
@@ -528,7 +528,7 @@ TEST(Roll, AllOverloads) {
   expect_close(roll(a, Shape{1, -5}, std::vector<int>{0, 1}), {3, 4}, axes_roll(1, -5), 0, 0);
   expect_close(roll(a, Shape{1, 1}, std::vector<int>{1, 1}), {3, 4}, axes_roll(0, 2), 0, 0);
   EXPECT_EQ(roll(randn({0, 2}), 3, 0).shape(), (Shape{0, 2}));
-  expect_throws_naming<std::out_of_range>([&] { roll(a, 1, 2); }, "[roll]");
+  expect_throws_naming<std::invalid_argument>([&] { roll(a, 1, 2); }, "[roll]");
   expect_throws_naming<std::invalid_argument>(
       [&] { roll(a, Shape{1, 2, 3}, std::vector<int>{0, 1}); }, "[roll]");
 }
@@ -546,7 +546,7 @@ TEST(Flip, IsANegativeStrideView) {
   expect_close(all, {3, 4}, build({3, 4}, [&](const Index& i) { return r.at({2 - i[0], 3 - i[1]}); }), 0, 0);
   // Flipping twice is the identity, and a flipped view can be copied.
   expect_allclose(flip(flip(a, {0}), {0}), a, 0, 0);
-  expect_throws_naming<std::out_of_range>([&] { flip(a, {2}); }, "[flip]");
+  expect_throws_naming<std::invalid_argument>([&] { flip(a, {2}); }, "[flip]");
 }
 
 // ---------------------------------------------------------------------------------------

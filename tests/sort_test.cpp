@@ -106,9 +106,9 @@ TEST(Sort, FlattenedNaNLastAndStable) {
 
 TEST(Sort, Errors) {
   auto x = randn({2, 3});
-  expect_throws_naming<std::out_of_range>([&] { sort(x, 2); }, "[sort]");
-  expect_throws_naming<std::out_of_range>([&] { argsort(x, -3); }, "[argsort]");
-  expect_throws_naming<std::out_of_range>([&] { sort(array(1.0), 0); }, "[sort]");
+  expect_throws_naming<std::invalid_argument>([&] { sort(x, 2); }, "[sort]");
+  expect_throws_naming<std::invalid_argument>([&] { argsort(x, -3); }, "[argsort]");
+  expect_throws_naming<std::invalid_argument>([&] { sort(array(1.0), 0); }, "[sort]");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -269,10 +269,10 @@ TEST(AxisIndexing, Errors) {
   auto idx = array({0, 1}, {1, 2});
   expect_throws_naming<std::invalid_argument>([&] { take_along_axis(a, array({0.5, 1.0}, {1, 2}), 1); }, "[take_along_axis]");
   expect_throws_naming<std::invalid_argument>([&] { take_along_axis(a, array({0, 1}), 1); }, "[take_along_axis]");
-  expect_throws_naming<std::out_of_range>([&] { take_along_axis(a, idx, 2); }, "[take_along_axis]");
+  expect_throws_naming<std::invalid_argument>([&] { take_along_axis(a, idx, 2); }, "[take_along_axis]");
   expect_throws_naming<std::invalid_argument>([&] { take_along_axis(a, array({0, 1, 0, 1}, {2, 2}), 1); }, "[take_along_axis]");
   expect_throws_naming<std::invalid_argument>([&] { put_along_axis(a, array({0, 1}), array(1.0), 0); }, "[put_along_axis]");
-  expect_throws_naming<std::out_of_range>([&] { put_along_axis(a, idx, array(1.0), -3); }, "[put_along_axis]");
+  expect_throws_naming<std::invalid_argument>([&] { put_along_axis(a, idx, array(1.0), -3); }, "[put_along_axis]");
   expect_throws_naming<std::invalid_argument>([&] { put_along_axis(a, idx, array({1.0, 2.0, 3.0}), 1); }, "[put_along_axis]");
   expect_throws_naming<std::invalid_argument>([&] { scatter_add_axis(a, array({0.0}, {1, 1}), array(1.0), 0); }, "[scatter_add_axis]");
   expect_throws_naming<std::invalid_argument>([&] { scatter_add_axis(a, array({0, 1, 0, 1, 0, 1}, {3, 2}), array(1.0), 0); }, "[scatter_add_axis]");

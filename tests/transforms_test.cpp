@@ -16,11 +16,11 @@ TEST(Transforms, GradOfGrad) {
   auto d3 = grad(grad(grad(f)));
   for (double x : {0.3, -1.2, 2.5}) {
     double e2 = 6 * x * std::sin(x) + 6 * x * x * std::cos(x) - x * x * x * std::sin(x);
-    EXPECT_NEAR(d2(array(x)).item<double>(), e2, 1e-10);
+    EXPECT_NEAR(d2(array(x, float64)).item<double>(), e2, 1e-10);
     // f''' = 6 sin x + 18 x cos x - 9 x^2 sin x - x^3 cos x
     double e3 = 6 * std::sin(x) + 18 * x * std::cos(x) - 9 * x * x * std::sin(x) -
         x * x * x * std::cos(x);
-    EXPECT_NEAR(d3(array(x)).item<double>(), e3, 1e-9);
+    EXPECT_NEAR(d3(array(x, float64)).item<double>(), e3, 1e-9);
   }
 }
 

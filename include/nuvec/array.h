@@ -355,7 +355,7 @@ void copy_host_elements(const void* src, Dtype from, void* dst, Dtype to, size_t
 template <typename T>
 array::array(T val, Dtype dtype)
     : array_desc_(std::make_shared<ArrayDesc>(Shape{}, dtype)) {
-  init_list(&val, 1, TypeToDtype<T>());
+  init_list(&val, 1, detail::host_dtype<T>());
 }
 
 template <typename It>
@@ -393,7 +393,7 @@ void array::init_range(It first, size_t n) {
   // A plain buffer, not std::vector, since std::vector<bool> has no data().
   std::unique_ptr<T[]> buf(new T[n]);
   std::copy_n(first, n, buf.get());
-  init_list(buf.get(), n, TypeToDtype<T>());
+  init_list(buf.get(), n, detail::host_dtype<T>());
 }
 
 template <typename T>
@@ -403,7 +403,7 @@ T array::item() {
   }
   eval();
   T out;
-  convert_scalar(raw_data(), dtype(), &out, TypeToDtype<T>());
+  convert_scalar(raw_data(), dtype(), &out, detail::host_dtype<T>());
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "nuvec/types/complex.h"
 #include "nuvec/types/half_types.h"
@@ -48,11 +49,16 @@ struct Dtype {
     generic
   };
 
-  Val val;
-  uint8_t size;
+  constexpr explicit Dtype(Val val, uint8_t size) : val_(val), size_(size) {}
+  constexpr operator Val() const { return val_; }
+  /// The tag (MLX's Dtype::val()).
+  constexpr Val val() const { return val_; }
+  /// Bytes per element (MLX's Dtype::size()).
+  constexpr uint8_t size() const { return size_; }
 
-  constexpr explicit Dtype(Val val, uint8_t size) : val(val), size(size) {}
-  constexpr operator Val() const { return val; }
+ private:
+  Val val_;
+  uint8_t size_;
 };
 
 inline constexpr Dtype bool_{Dtype::Val::bool_, sizeof(bool)};
@@ -86,10 +92,10 @@ inline constexpr Dtype all_dtypes[] = {
 
 /// True when a and b are the same dtype.
 inline constexpr bool operator==(const Dtype& a, const Dtype& b) {
-  return a.val == b.val;
+  return a.val() == b.val();
 }
 inline constexpr bool operator!=(const Dtype& a, const Dtype& b) {
-  return a.val != b.val;
+  return a.val() != b.val();
 }
 
 /// The smallest dtype both a and b convert to without loss where one exists (MLX's table:
@@ -99,7 +105,7 @@ Dtype promote_types(const Dtype& t1, const Dtype& t2);
 
 /// Size of one element in bytes.
 inline uint8_t size_of(const Dtype& t) {
-  return t.size;
+  return t.size();
 }
 
 /// NumPy's kind of t (b, u, i, f, V for bfloat16, c).
@@ -120,12 +126,27 @@ Dtype dtype_from_array_protocol(std::string_view t);
 /// MLX's name of t: "float32", "bool", ...
 std::string dtype_name(const Dtype& t);
 
-/// The dtype of a C++ element type (bool, the fixed-width integers, float, double,
-/// float16_t, bfloat16_t, complex64_t).
+/// The default dtype of an array made from a C++ element type: bool, the fixed-width
+/// integers, float16_t, bfloat16_t, float and complex64_t map to their own dtype; `double`
+/// maps to float32, as in MLX (`array(0.5)`, `full(s, 1.0)`, `x * 0.5` are float32). Ask
+/// for float64 explicitly (`array(0.5, float64)`). Source: MLX dtype.h, TypeToDtype.
 template <typename T>
 struct TypeToDtype {
   operator Dtype();
 };
+
+namespace detail {
+/// The dtype whose element storage is exactly T (double is float64 here): how host values
+/// are read when an array is built from them, or written by item<T>().
+template <typename T>
+Dtype host_dtype() {
+  if constexpr (std::is_same_v<std::remove_cv_t<T>, double>) {
+    return float64;
+  } else {
+    return TypeToDtype<std::remove_cv_t<T>>();
+  }
+}
+} // namespace detail
 
 /// Prints MLX's name of a dtype (`float32`) or category (`floating`).
 std::ostream& operator<<(std::ostream& os, const Dtype& d);

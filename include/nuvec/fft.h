@@ -159,12 +159,15 @@ array fftfreq(int n, double d = 1.0, StreamOrDevice s = {});
 array rfftfreq(int n, double d = 1.0, StreamOrDevice s = {});
 
 /// a rolled by floor(len/2) along each of axes (default: all), moving the zero frequency to
-/// the centre. Throws std::out_of_range for a bad axis. Source: NumPy fft.fftshift.
-array fftshift(const array& a, std::optional<std::vector<int>> axes = std::nullopt, StreamOrDevice s = {});
+/// the centre. Throws std::invalid_argument for a bad axis (MLX). Source: NumPy
+/// fft.fftshift; MLX's overloads.
+array fftshift(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array fftshift(const array& a, StreamOrDevice s = {});
 
 /// The inverse of fftshift: a rolled by -floor(len/2) along each of axes (default: all).
 /// Source: NumPy fft.ifftshift.
-array ifftshift(const array& a, std::optional<std::vector<int>> axes = std::nullopt, StreamOrDevice s = {});
+array ifftshift(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array ifftshift(const array& a, StreamOrDevice s = {});
 
 // MLX's exact signatures (no norm argument, the stream or device last): the same transforms
 // under the default "backward" norm, so MLX-style calls that pass a stream positionally
@@ -203,13 +206,5 @@ inline array fftn(const array& a, StreamOrDevice s) { return fftn(a, FFTNorm::Ba
 inline array ifftn(const array& a, StreamOrDevice s) { return ifftn(a, FFTNorm::Backward, s); }
 inline array rfftn(const array& a, StreamOrDevice s) { return rfftn(a, FFTNorm::Backward, s); }
 inline array irfftn(const array& a, StreamOrDevice s) { return irfftn(a, FFTNorm::Backward, s); }
-
-/// fftshift / ifftshift with explicit axes, MLX's overloads.
-inline array fftshift(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
-  return fftshift(a, std::optional<std::vector<int>>(axes), s);
-}
-inline array ifftshift(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
-  return ifftshift(a, std::optional<std::vector<int>>(axes), s);
-}
 
 } // namespace nuvec::fft

@@ -1,8 +1,18 @@
-// nuvec: saving and loading arrays (MLX's io.h API). Safetensors
-// (https://github.com/huggingface/safetensors, format spec in its README) is read and written
-// by src/io/safetensors.cpp.
+// nuvec: saving and loading arrays (MLX's io.h API). Every format is read from an io::Reader
+// and written to an io::Writer (nuvec/io/load.h, MLX's mlx/io/load.h); the file-name overloads
+// open a file stream and delegate, so each format has one reader and one writer (src/io/).
+// Safetensors (https://github.com/huggingface/safetensors, format spec in its README) is read
+// and written by src/io/safetensors.cpp, .npy by src/io/npy.cpp.
+//
+// Reading is eager: load and load_safetensors read the data when called and return evaluated
+// arrays (MLX records lazy Load nodes instead); `s` is accepted for MLX's signatures.
+// Where nuvec differs from MLX: empty arrays can be saved (MLX throws std::invalid_argument),
+// float64 is written to safetensors as "F64" and to GGUF as F64, int64 and bfloat16 tensors
+// to GGUF (MLX refuses these three), and truncated or corrupt files always throw
+// std::runtime_error before any read past the end.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -10,6 +20,7 @@
 #include <vector>
 
 #include "nuvec/array.h"
+#include "nuvec/io/load.h"
 #include "nuvec/stream.h"
 
 namespace nuvec {
@@ -18,32 +29,58 @@ namespace nuvec {
 using SafetensorsMap = std::unordered_map<std::string, array>;
 /// The string-to-string `__metadata__` block of a safetensors file.
 using SafetensorsMetadata = std::unordered_map<std::string, std::string>;
+/// What load_safetensors returns: the arrays by name, and the `__metadata__` block (MLX's
+/// SafetensorsLoad).
+using SafetensorsLoad = std::pair<
+    std::unordered_map<std::string, array>,
+    std::unordered_map<std::string, std::string>>;
 
-/// Writes `a` (evaluating it first) and `metadata` to `file` in the safetensors format: an
-/// 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}} with
-/// the names sorted, then the row-major data of each array. ".safetensors" is appended to
-/// `file` when it does not end with it (as MLX does).
-/// Dtypes: bool, (u)int8-64, float16, bfloat16, float32, float64 (complex64 has no
-/// safetensors code). Throws std::invalid_argument for a complex64 array or an empty name,
-/// std::runtime_error when the file cannot be written.
+/// Writes `a` (evaluating it first) and `metadata` to `out_stream` in the safetensors format:
+/// an 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}
+/// with the names sorted (and `__metadata__` when `metadata` is not empty), padded with
+/// spaces to a multiple of 8 bytes, then the row-major data of each array.
+/// Dtypes: every dtype, by the codes MLX writes: BOOL, U8, U16, U32, U64, I8, I16, I32, I64,
+/// F16, BF16, F32, C64 (complex64, not yet in the spec), and F64 for float64 (a nuvec
+/// addition; MLX refuses float64).
+/// Throws std::invalid_argument for an empty name, the name "__metadata__" or a null writer;
+/// std::runtime_error ("[save_safetensors] <label>: ...") when the writer is not open or not
+/// good before writing, throws while writing, or reports good() false after a write.
+/// Source: MLX save_safetensors (mlx/io/safetensors.cpp); the safetensors format spec.
+void save_safetensors(
+    std::shared_ptr<io::Writer> out_stream,
+    std::unordered_map<std::string, array> a,
+    std::unordered_map<std::string, std::string> metadata = {});
+
+/// Writes `a` and `metadata` to the file `file` as the stream overload does, ".safetensors"
+/// appended to `file` when it does not end with it (as MLX does). The arguments are checked
+/// and the arrays evaluated before the file is opened.
+/// Throws as the stream overload does; std::runtime_error ("... cannot open the file for
+/// writing (<reason>)") when the file cannot be created.
 /// Source: MLX save_safetensors.
 void save_safetensors(
     std::string file,
     std::unordered_map<std::string, array> a,
     std::unordered_map<std::string, std::string> metadata = {});
 
-/// Reads a safetensors file: its arrays (evaluated, on the host) and its `__metadata__`.
-/// Every header field is validated against the file's size before any data is read, so a
-/// truncated or malformed file never reads out of bounds.
-/// Throws std::runtime_error ("[load_safetensors] ...") when the file cannot be opened, is
-/// shorter than its header says, has a header that is not valid JSON or not of the expected
-/// form, names an unknown dtype, or has data offsets outside the data block or inconsistent
-/// with the shape and dtype.
+/// Reads a safetensors stream (the whole of `in_stream`, from offset 0): its arrays
+/// (evaluated, on the host, each read straight into its buffer) and its `__metadata__`
+/// (a null `__metadata__`, as MLX writes when there is none, reads as empty). Every header
+/// field is validated against the stream's size before any data is read, so a truncated or
+/// malformed file never reads out of bounds.
+/// Dtypes: those save_safetensors writes (C64 as complex64, F64 as float64).
+/// Throws std::invalid_argument for a null reader; std::runtime_error ("[load_safetensors]
+/// ...") when the reader is not open or not good, its size cannot be found, a read throws or
+/// leaves it not good, the stream is shorter than its header says, the header is not valid
+/// JSON or not of the expected form, names an unknown dtype, or has data offsets outside
+/// the data block or inconsistent with the shape and dtype.
 /// Source: MLX load_safetensors; the safetensors format spec.
-std::pair<
-    std::unordered_map<std::string, array>,
-    std::unordered_map<std::string, std::string>>
-load_safetensors(const std::string& file, StreamOrDevice s = {});
+SafetensorsLoad load_safetensors(std::shared_ptr<io::Reader> in_stream, StreamOrDevice s = {});
+
+/// Reads the safetensors file `file` as the stream overload does.
+/// Throws as the stream overload does; std::runtime_error ("[load_safetensors] file <file>:
+/// cannot open the file (<reason>)") when it cannot be opened.
+/// Source: MLX load_safetensors.
+SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice s = {});
 
 } // namespace nuvec
 
@@ -53,24 +90,41 @@ load_safetensors(const std::string& file, StreamOrDevice s = {});
 
 namespace nuvec {
 
-/// Writes `a` (evaluating it first) to `file` in NumPy's .npy format (version 1.0, or 2.0
-/// when the header needs it): little-endian, C order. ".npy" is appended to `file` when it
-/// does not end with it (as MLX does). bfloat16 is written as "<V2" (NumPy has no bfloat16,
-/// MLX does the same).
-/// Throws std::runtime_error ("[save] ...") when the file cannot be written.
-/// Source: MLX save; NumPy's NEP 1.
-void save(const std::string& file, array a);
+/// Writes `a` (evaluating it first) to `out_stream` in NumPy's .npy format (version 1.0, or
+/// 2.0 when the header needs it): little-endian, C order, the preamble padded to a multiple
+/// of 64 bytes. bfloat16 is written as "<V2" (NumPy has no bfloat16; MLX does the same).
+/// Empty arrays are written too (MLX refuses them).
+/// Throws std::invalid_argument for a null writer; std::runtime_error ("[save] <label>: ...")
+/// when the writer is not open or not good before writing, throws while writing, or reports
+/// good() false after a write.
+/// Source: MLX save (mlx/io/load.cpp); NumPy's NEP 1.
+void save(std::shared_ptr<io::Writer> out_stream, array a);
 
-/// Reads a .npy file (versions 1.0-3.0; any byte order; C or Fortran order) into an
-/// evaluated array of the stored dtype and shape. Reading is eager (the file is read when
-/// load is called); `s` is accepted for MLX's signature.
-/// Throws std::runtime_error ("[load] <file>: ...") when the file cannot be opened, lacks the
-/// magic string, has an unknown version, a header that is not a well-formed dict with
-/// 'descr', 'fortran_order' and 'shape', an unsupported dtype (object, strings, structured),
-/// a negative or too large dimension, or a data block shorter or longer than the shape
-/// says. Never reads out of bounds.
+/// Writes `a` to the file `file` as the stream overload does, ".npy" appended to `file` when
+/// it does not end with it (as MLX does).
+/// Throws as the stream overload does; std::runtime_error ("[save] file <file>: cannot open
+/// the file for writing (<reason>)") when the file cannot be created.
+/// Source: MLX save.
+void save(std::string file, array a);
+
+/// Reads a .npy stream (the whole of `in_stream`, from offset 0; versions 1.0-3.0; any byte
+/// order; C or Fortran order) into an evaluated array of the stored dtype and shape, the data
+/// read straight into the array's buffer. Reading is eager; `s` is accepted for MLX's
+/// signature.
+/// Throws std::invalid_argument for a null reader; std::runtime_error ("[load] <label>: ...")
+/// when the reader is not open or not good, a read throws or leaves it not good, or the data
+/// lacks the magic string, has an unknown version, a header that is not a well-formed dict
+/// with 'descr', 'fortran_order' and 'shape', an unsupported dtype (object, strings,
+/// structured), a negative or too large dimension, or a data block shorter or longer than
+/// the shape says. Never reads out of bounds.
 /// Source: MLX load; NumPy's NEP 1.
-array load(const std::string& file, StreamOrDevice s = {});
+array load(std::shared_ptr<io::Reader> in_stream, StreamOrDevice s = {});
+
+/// Reads the .npy file `file` as the stream overload does.
+/// Throws as the stream overload does; std::runtime_error ("[load] file <file>: cannot open
+/// the file (<reason>)") when it cannot be opened.
+/// Source: MLX load.
+array load(std::string file, StreamOrDevice s = {});
 
 /// Reads an IDX file (the MNIST format): 2 zero bytes, a type byte (0x08 uint8, 0x09 int8,
 /// 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64), the number of dimensions, the
@@ -166,10 +220,12 @@ GGUFLoad load_gguf(const std::string& file, StreamOrDevice s = {});
 /// array as the scalar type of its dtype, a 1-d array as an ARRAY of it.
 /// Dtypes: tensors float32, float16, bfloat16, float64, int8, int16, int32, int64 (ggml's F32,
 /// F16, BF16, F64, I8, I16, I32, I64); metadata arrays bool, (u)int8-64, float32, float64.
-/// Throws std::invalid_argument ("[save_gguf] ...") for a tensor of another dtype, an empty
-/// or over-long name or key, a metadata array of another dtype or of 2 or more dimensions,
-/// an empty (std::monostate) value or a bad general.alignment; std::runtime_error when the
-/// file cannot be written.
+/// (MLX writes only float32, float16, int8, int16 and int32 tensors; nuvec adds the others.)
+/// Throws, with MLX's exception types: std::runtime_error ("[save_gguf] ...") for a tensor of
+/// another dtype, a metadata array of 2 or more dimensions or of no elements, or an empty
+/// (std::monostate) value; std::invalid_argument for a metadata array of another dtype, an
+/// empty or over-long name or key, or a bad general.alignment; std::runtime_error when the
+/// file cannot be written. Everything is checked before the file is opened.
 /// Source: MLX save_gguf; the GGUF specification (ggml docs/gguf.md).
 void save_gguf(
     std::string file,

@@ -42,7 +42,7 @@ array norm(
 inline array norm(const array& a, const double ord, int axis, bool keepdims = false, StreamOrDevice s = {}) {
   return norm(a, ord, std::vector<int>{axis}, keepdims, s);
 }
-/// Matrix norm named by a string: "fro" -> sqrt(sum a^2), "nuc" -> sum of singular values.
+/// Matrix norm named by a string: "fro" or "f" -> sqrt(sum a^2), "nuc" -> sum of singular values.
 /// Needs two axes (or a 2-d a). Throws std::invalid_argument otherwise or for another name.
 array norm(
     const array& a,

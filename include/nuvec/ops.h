@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,11 +38,23 @@ array arange(int start, int stop, int step, StreamOrDevice s = {});
 array arange(int start, int stop, StreamOrDevice s = {});
 array arange(int stop, StreamOrDevice s = {});
 
-/// `num` evenly spaced values from start to stop inclusive. Throws for num < 0.
-array linspace(double start, double stop, int num = 50, Dtype dtype = float32, StreamOrDevice s = {});
+/// `num` evenly spaced values from start to stop (stop included when endpoint, NumPy's
+/// rule: step = (stop - start) / (num - endpoint)), computed in float64 and cast to dtype
+/// once. Throws std::invalid_argument for num < 0. Source: MLX/NumPy linspace.
+array linspace(
+    double start,
+    double stop,
+    int num = 50,
+    bool endpoint = true,
+    Dtype dtype = float32,
+    StreamOrDevice s = {});
+/// linspace with the endpoint included (nuvec's earlier overload, kept for callers).
+array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s = {});
 
 /// The elements of a converted to dtype (NumPy casting: truncation toward zero for float
-/// to int, "!= 0" for bool, real part for complex to real).
+/// to int, "!= 0" for bool, real part for complex to real). Out-of-range floats wrap
+/// modulo 2^bits into unsigned dtypes (-1.0 -> 255 for uint8, as NumPy, MLX and PyTorch on
+/// x86) and clamp into signed ones; NaN gives 0.
 array astype(array a, Dtype dtype, StreamOrDevice s = {});
 
 /// A view of a's data with the given shape, element strides and element offset (no bounds
@@ -68,11 +81,23 @@ array full(Shape shape, T val, StreamOrDevice s = {}) {
 array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
 array zeros(const Shape& shape, StreamOrDevice s = {});
 array zeros_like(const array& a, StreamOrDevice s = {});
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s = {});
 array ones(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
 array ones(const Shape& shape, StreamOrDevice s = {});
 array ones_like(const array& a, StreamOrDevice s = {});
-/// full(a.shape(), vals, a.dtype()) (nuvec addition, NumPy's full_like).
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s = {});
+/// full(a.shape(), vals, dtype), dtype a's unless given (MLX's full_like; a scalar val is
+/// converted to the output dtype first). Throws as full.
+array full_like(const array& a, array vals, Dtype dtype, StreamOrDevice s = {});
 array full_like(const array& a, array vals, StreamOrDevice s = {});
+template <typename T>
+array full_like(const array& a, T val, Dtype dtype, StreamOrDevice s = {}) {
+  return full_like(a, array(val, dtype), dtype, s);
+}
+template <typename T>
+array full_like(const array& a, T val, StreamOrDevice s = {}) {
+  return full_like(a, array(val, a.dtype()), s);
+}
 
 /// An n x m matrix with ones on the k-th diagonal (k > 0 above the main one).
 /// Throws std::invalid_argument for negative n or m.
@@ -230,7 +255,12 @@ array transpose(const array& a, StreamOrDevice s = {});
 array swapaxes(const array& a, int axis1, int axis2, StreamOrDevice s = {});
 array moveaxis(const array& a, int source, int destination, StreamOrDevice s = {});
 
-/// a padded along axes with low/high widths; mode "constant" (pad_value) or "edge".
+/// a padded along axes with low/high widths. Modes (NumPy's): "constant" (pad_value),
+/// "edge" (the end values repeated), "reflect" (mirrored without the edge value) and
+/// "symmetric" (mirrored with it); a reflection wider than the axis repeats. Throws
+/// std::invalid_argument for mismatched lengths, negative widths, a bad axis, an unknown
+/// mode or an empty axis in a non-constant mode; std::overflow_error when a padded size
+/// passes 2^31 - 1. Runs: a slice_update of a full array (constant) or a take per axis.
 array pad(
     const array& a,
     const std::vector<int>& axes,
@@ -276,6 +306,7 @@ array roll(const array& a, const Shape& shift, const std::vector<int>& axes, Str
 /// a reversed along axes (all axes without them): a view with negative strides
 /// (NumPy's flip; nuvec addition).
 array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array flip(const array& a, int axis, StreamOrDevice s = {});
 array flip(const array& a, StreamOrDevice s = {});
 
 /// The offset diagonal of the (axis1, axis2) planes, as a new last axis (NumPy's diagonal).
@@ -568,9 +599,12 @@ array softmax(const array& a, const std::vector<int>& axes, bool precise = false
 array softmax(const array& a, bool precise = false, StreamOrDevice s = {});
 array softmax(const array& a, int axis, bool precise = false, StreamOrDevice s = {});
 
-/// Number of non-zero elements (int32 as NumPy's count on 32-bit ints; nuvec addition).
+/// Number of non-zero elements (NaN counts as non-zero), int32, over axes (all axes without
+/// them); the overloads follow sum's, so `count_nonzero(a, true)` means keepdims as in MLX.
+/// Throws std::invalid_argument for a bad axis. Source: MLX/NumPy count_nonzero.
 array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array count_nonzero(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+array count_nonzero(const array& a, bool keepdims, StreamOrDevice s = {});
 array count_nonzero(const array& a, StreamOrDevice s = {});
 
 /// Median (mean of the two middle values for even counts; float output; NaN propagates).
@@ -776,11 +810,16 @@ array conv_transpose3d(
 /// the axis. Source: MLX's cumsum. Runs: Scan(Sum), contiguous copy for strided inputs.
 array cumsum(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
 array cumsum(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+/// cumsum accumulated and returned in dtype (a is cast first; the array API's
+/// cumulative_sum dtype).
+array cumsum(const array& a, int axis, bool reverse, bool inclusive, Dtype dtype, StreamOrDevice s = {});
 
 /// out[i] = prod_{j <= i} a[j] along axis (conventions and dtypes as cumsum). The gradient
 /// handles zeros exactly (first-zero rule of the seed). Source: MLX's cumprod.
 array cumprod(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
 array cumprod(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+/// cumprod accumulated and returned in dtype (a is cast first).
+array cumprod(const array& a, int axis, bool reverse, bool inclusive, Dtype dtype, StreamOrDevice s = {});
 
 /// out[i] = max_{j <= i} a[j] (cummax) / min (cummin) along axis; NaN propagates (NumPy's
 /// maximum.accumulate). Dtype: a's (complex throws std::invalid_argument). The gradient goes
@@ -822,12 +861,22 @@ array topk(const array& a, int k, int axis, StreamOrDevice s = {});
 array topk(const array& a, int k, StreamOrDevice s = {});
 
 /// For each element of v, the index at which it would be inserted into the sorted 1-d a to
-/// keep it sorted: the first such index (right = false: count of a < v) or the last
-/// (right = true: count of a <= v), with NaNs ordered last as in sort (NumPy's
-/// searchsorted). Shape: v's; dtype uint32. Throws std::invalid_argument when a is not
-/// 1-d. Source: NumPy (nuvec addition). Runs: a broadcast comparison and a sum
-/// (O(size(a) * size(v)) work; no derivative).
-array searchsorted(const array& a, const array& v, bool right = false, StreamOrDevice s = {});
+/// keep it sorted: the first such index (side "left": count of a < v) or the last (side
+/// "right": count of a <= v), with NaNs ordered last as in sort. Shape: v's; dtype uint32.
+/// Throws std::invalid_argument when a is not 1-d, for complex inputs, or for a side other
+/// than "left"/"right". Source: MLX/NumPy searchsorted (MLX's `side` string; a bool no
+/// longer converts). Runs: a broadcast comparison and a sum (O(size(a) * size(v)) work; no
+/// derivative).
+array searchsorted(
+    const array& a,
+    const array& v,
+    const std::string& side = "left",
+    StreamOrDevice s = {});
+array searchsorted(const array& a, const array& v, const char* side, StreamOrDevice s = {});
+// A bool or integer `side` is an error (it used to mean right = true), not a conversion.
+template <typename T>
+  requires(std::is_arithmetic_v<T>)
+array searchsorted(const array&, const array&, T, StreamOrDevice = {}) = delete;
 
 // ---------------------------------------------------------------------------------------
 // Indexing (src/ops/gather_scatter.cpp; primitives in src/primitives/gather_scatter.h)
@@ -930,7 +979,8 @@ array scatter_min(const array& a, const array& indices, const array& updates, in
 /// a with the positions where mask is true filled, in row-major order, by the elements of
 /// src taken in row-major order (NumPy's place): out[p] = src.flatten()[r(p) mod src.size]
 /// where r(p) counts the true mask positions before p (NumPy cycles a short src too).
-/// Shapes: mask broadcasts to a's shape; src any shape, non-empty. Dtype: a's (src is
+/// Shapes: mask is aligned with a's leading axes (a lower-rank mask gets trailing size-1
+/// axes, as in MLX), then broadcast to a's shape; src any shape, non-empty. Dtype: a's (src is
 /// cast). Throws std::invalid_argument for a non-bool mask, a mask that does not broadcast,
 /// or an empty src with a non-empty a. Source: MLX's masked_scatter.
 /// Runs: a MaskedRank node (the ranks), take and where.
@@ -1045,5 +1095,101 @@ array gather_mm(
 /// Throws std::invalid_argument naming segmented_mm for ranks below 2, inner dimensions that
 /// differ or segments not of shape (..., 2) with an integer dtype. Source: MLX segmented_mm.
 array segmented_mm(array a, array b, array segments, StreamOrDevice s = {});
+
+} // namespace nuvec
+
+namespace nuvec {
+
+// ---------------------------------------------------------------------------------------
+// Windows and small array-API ops (src/ops/windows.cpp, src/ops/elementwise.cpp)
+
+/// The Hann window of M points, w[n] = sin^2(pi n / (M - 1)), float32 (empty for M < 1,
+/// [1] for M == 1). Source: MLX/NumPy hanning.
+array hanning(int M, StreamOrDevice s = {});
+/// The Hamming window, w[n] = 0.54 - 0.46 cos(2 pi n / (M - 1)), float32. Source: NumPy.
+array hamming(int M, StreamOrDevice s = {});
+/// The Bartlett (triangular) window, w[n] = 1 - |2n/(M-1) - 1|, float32. Source: NumPy.
+array bartlett(int M, StreamOrDevice s = {});
+/// The Blackman window, w[n] = 0.42 - 0.5 cos(2 pi n/(M-1)) + 0.08 cos(4 pi n/(M-1)),
+/// float32. Source: NumPy.
+array blackman(int M, StreamOrDevice s = {});
+
+/// +a: a copy with a's dtype. Throws std::invalid_argument for bool (NumPy's rule).
+/// Source: the array API's positive.
+array positive(const array& a, StreamOrDevice s = {});
+/// a XOR b on truth values (inputs cast to bool, broadcast), bool. Source: NumPy
+/// logical_xor.
+array logical_xor(const array& a, const array& b, StreamOrDevice s = {});
+/// a rounded toward zero; integers and bool unchanged; float dtypes keep their dtype.
+/// Throws std::invalid_argument for complex64. Source: NumPy trunc.
+array trunc(const array& a, StreamOrDevice s = {});
+/// sum(conj(a) * b, axis) after broadcasting (the array API's vecdot; complex a is
+/// conjugated). Throws std::invalid_argument when the broadcast shape has no `axis` or the
+/// two sizes along it differ. Source: MLX/array API vecdot.
+array vecdot(const array& a, const array& b, int axis = -1, StreamOrDevice s = {});
+/// The number of elements along axes (or, inverted, along the other axes) as a scalar of
+/// dtype. Throws std::invalid_argument for a bad or repeated axis or a non-numeric dtype.
+/// Source: MLX number_of_elements (a constant here: shapes are static).
+array number_of_elements(
+    const array& a,
+    std::vector<int> axes,
+    bool inverted,
+    Dtype dtype = int32,
+    StreamOrDevice s = {});
+
+// ---------------------------------------------------------------------------------------
+// Quantization (src/ops/quantized.cpp): graphs of ordinary ops today (the meaning the
+// quantization kernels of issue 13 are tested against). Source: MLX 0.32's quantize,
+// dequantize, to_fp8 and from_fp8.
+
+/// Quantizes w along its last axis in groups of group_size. Modes (defaults group_size,
+/// bits): "affine" (64, 4; groups 32/64/128, bits 2/3/4/5/6/8): per group a scale and bias
+/// with w ~ scale * q + bias, q in [0, 2^bits - 1], MLX's fit (0 exact, the larger-magnitude
+/// edge exact); "mxfp4" (32, 4: E2M1 values, E8M0 scales), "mxfp8" (32, 8: E4M3 values, E8M0
+/// scales), "nvfp4" (16, 4: E2M1 values, E4M3 scales; optional global_scale, a one-element
+/// float array, the tensor's amax, as MLX's CUDA kernels).
+/// Returns {w_q, scales, biases} (affine) or {w_q, scales} (fp modes). Shapes: w (..., K),
+/// w_q (..., K * bits / 32), scales and biases (..., K / group_size). Dtypes: w_q uint32
+/// (values packed little-endian, bit i*bits of a row upward, across word boundaries for 3, 5
+/// and 6 bits, as MLX); affine scales/biases w's dtype; fp scales uint8 codes.
+/// Throws std::invalid_argument for an unknown mode, a group size or bit width the mode does
+/// not take, a non-floating w, w with fewer than 2 dimensions, a last axis not divisible by
+/// the group size, a global_scale with affine.
+/// Runs: a graph of element-wise, reduction and shift ops (no kernel yet).
+std::vector<array> quantize(
+    const array& w,
+    std::optional<int> group_size = std::nullopt,
+    std::optional<int> bits = std::nullopt,
+    const std::string& mode = "affine",
+    const std::optional<array>& global_scale = std::nullopt,
+    StreamOrDevice s = {});
+
+/// The inverse of quantize: affine scale * q + bias, fp modes value(q) * scale (divided by
+/// 448 * 6 / global_scale when given). Shapes: w (..., K * bits / 32) uint32, scales (and
+/// biases) (..., K / group_size); result (..., K). Dtype: `dtype`, else affine promote(scales,
+/// biases), fp modes bfloat16 (MLX's defaults).
+/// Throws std::invalid_argument for an unknown mode, bad group size or bits for the mode,
+/// a non-uint32 w or w with fewer than 2 dimensions, scales/biases whose shape does not fit
+/// w, missing biases (affine) or given biases (fp modes), non-floating affine scales, fp
+/// scales that are not uint8, a non-floating dtype.
+array dequantize(
+    const array& w,
+    const array& scales,
+    const std::optional<array>& biases = std::nullopt,
+    std::optional<int> group_size = std::nullopt,
+    std::optional<int> bits = std::nullopt,
+    const std::string& mode = "affine",
+    const std::optional<array>& global_scale = std::nullopt,
+    std::optional<Dtype> dtype = std::nullopt,
+    StreamOrDevice s = {});
+
+/// E4M3 (fn) code of each element as uint8, MLX's CPU rounding: nearest, ties to even;
+/// magnitudes from 448 up, infinities and NaN become 0x7e (448) with the sign kept (never
+/// the NaN code 0x7f). Shape: x's. Throws
+/// std::invalid_argument for a non-floating x. No derivative (integer output).
+array to_fp8(array x, StreamOrDevice s = {});
+/// The value of each E4M3 (fn) uint8 code (0x7f/0xff NaN) in `dtype`. Shape: x's.
+/// Throws std::invalid_argument for a non-uint8 x or a non-floating dtype.
+array from_fp8(array x, Dtype dtype, StreamOrDevice s = {});
 
 } // namespace nuvec

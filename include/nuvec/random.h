@@ -1,12 +1,14 @@
 // nuvec::random: counter-based random sampling with MLX's API (mlx/random.h). A key is a
 // uint32 array of shape (2,); the same key gives the same bits (Threefry-2x32, 20 rounds, in
 // MLX's counter layout, which is JAX's), so samples are reproducible and splittable. Without
-// a key, ops draw a fresh subkey from a global, thread-safe key sequence (seed()).
+// a key, ops draw the next subkey of the default KeySequence (seed()). Every op builds the
+// same graph of ops as MLX 0.32's mlx/random.cpp, so a key (or a seed) gives MLX's numbers.
 // Every op is lazy and differentiable in its float parameters (low/high/loc/scale/mean);
 // the bits themselves have zero derivative. Errors name the op: "[uniform] ...".
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -17,19 +19,47 @@
 
 namespace nuvec::random {
 
+/// A sequence of keys (MLX's random::KeySequence): holds a key k, initially key(seed);
+/// next() replaces k by split(k).first and returns split(k).second. The key-less ops draw
+/// from default_(), so seed(s) followed by the same calls gives the same numbers as MLX.
+/// The split is computed on the host (the same words as the lazy split MLX builds). Unlike
+/// MLX's, next() and seed() are thread-safe (a mutex per sequence): concurrent draws take
+/// distinct keys of the sequence, in some order.
+class KeySequence {
+ public:
+  /// The sequence starting at key(seed).
+  explicit KeySequence(uint64_t seed);
+  KeySequence(const KeySequence& other);
+  KeySequence& operator=(const KeySequence& other);
+
+  /// Restarts the sequence at key(seed).
+  void seed(uint64_t seed);
+  /// The next subkey: uint32, shape (2,).
+  array next();
+
+  /// The process-wide sequence of the key-less ops, seeded at first use with the current
+  /// time in milliseconds since the epoch (as MLX).
+  static KeySequence& default_();
+
+ private:
+  uint32_t k0_, k1_;
+  mutable std::mutex mutex_;
+};
+
 /// The key of a seed: [seed >> 32, seed & 0xffffffff] as uint32, shape (2,).
 /// Source: MLX's random::key (key(0) = [0, 0], key(2^32 + 1) = [1, 1]).
 array key(uint64_t seed);
 
-/// Resets the global key sequence to key(seed). Thread-safe: the sequence is guarded by a
-/// mutex and advanced on the host (key, subkey = split(key) on every draw without a key).
+/// Restarts the default key sequence at key(seed): KeySequence::default_().seed(seed).
 void seed(uint64_t seed);
 
 /// Threefry-2x32 bits of `shape`: uint32 (width 4), uint16 (2) or uint8 (1). Per key the
 /// output bytes are m = ceil(size * width / 4) little-endian words, (w[j], w[j + h + m%2]) =
 /// threefry(key, (j, j + h + m%2)) for j < h = m/2 and, for odd m, w[h] = threefry(key,
-/// (h, 0)).x0 (MLX's RandomBits). Throws std::invalid_argument ("[bits]") for a width not in
-/// {1, 2, 4}, a key that is not uint32 or not of shape (2,), or a negative dimension.
+/// (h, 0)).x0 (MLX's RandomBits). Without a key, the next key of KeySequence::default_() is
+/// taken first (before any check, as MLX). Throws std::invalid_argument ("[bits]") for a
+/// width not in {1, 2, 4}, a key that is not uint32 or not of shape (2,), or a negative
+/// dimension.
 array bits(
     const Shape& shape,
     int width,
@@ -53,9 +83,10 @@ array split(const array& key, int num, StreamOrDevice s = {});
 /// below_one(dtype)) cast to dtype, b the uint32 bits of `shape` (MLX's formula; below_one is
 /// the largest value below 1 of dtype, taken as float32 for float16 and bfloat16).
 /// Shapes: low and high broadcast to `shape`. Dtypes: float16, bfloat16, float32, float64
-/// (float64 samples carry the float32 draw's 24 bits: a nuvec addition, MLX has no float64).
-/// Throws std::invalid_argument ("[uniform]") for a non-floating dtype or when low/high do
-/// not broadcast to `shape`, and as bits for a bad key. Differentiable in low and high.
+/// (float64 samples carry the float32 draw's value, clamped below 1: a nuvec addition, where
+/// MLX 0.32 throws std::runtime_error). Throws std::invalid_argument ("[uniform]") for a
+/// non-floating dtype or when the broadcast of low and high does not broadcast to `shape`,
+/// and as bits for a bad key. Differentiable in low and high.
 array uniform(
     const array& low,
     const array& high,
@@ -94,9 +125,11 @@ inline array uniform(
 /// `shape` + (2,), the pairs read as (real, imaginary): both parts normal with variance 1/2,
 /// so E|z|^2 = 1; loc and scale (real or complex) are not cast, their promotion with
 /// complex64 gives the dtype (MLX's complex_normal, same bits as MLX for a key).
-/// Shapes: loc and scale broadcast to `shape` (absent: 0 and 1). Dtypes: floating or
+/// Shapes: loc and scale (absent: 0 and 1) broadcast with the samples of `shape`, as in MLX
+/// (a loc or scale of a larger broadcast shape gives that larger shape). Dtypes: floating or
 /// complex64. Throws std::invalid_argument ("[normal]") for another dtype, a bad key, or
-/// loc/scale that do not broadcast to shape. Differentiable in loc and scale.
+/// loc/scale that do not broadcast with shape (after the key is drawn, as MLX).
+/// Differentiable in loc and scale.
 array normal(
     const Shape& shape,
     Dtype dtype,
@@ -152,13 +185,12 @@ inline array normal(
 }
 
 /// Samples of N(mean, cov): mean + z @ A with z = normal(out_shape + (n,), dtype, key) and
-/// A = U sqrt(S) V^T from the SVD of cov (MLX's factor; for a symmetric PSD cov, its
-/// symmetric square root). Computed by the CovarianceSqrt kernel with LAPACKE_dgesvd in
-/// float64 (nuvec has no linalg::svd yet). Shapes: mean (..., n), cov (..., n, n); the output
-/// is broadcast(cov batch, mean batch, shape) + (n,). Dtypes: float32 only (as MLX).
+/// A = (U * sqrt(S)) @ Vt from linalg::svd(float32 cov) (MLX's factor and graph; for a
+/// symmetric PSD cov, its symmetric square root). Shapes: mean (..., n), cov (..., n, n); the
+/// output is broadcast(cov batch, mean batch, shape) + (n,). Dtypes: float32 only (as MLX).
 /// Throws std::invalid_argument ("[multivariate_normal]") for another dtype, mean with no
-/// dimension, cov with fewer than two, a non-square cov, or n mismatched. Differentiable in
-/// mean; not in cov (throws).
+/// dimension, cov with fewer than two, a non-square cov, n mismatched or batch shapes that
+/// do not broadcast. Differentiable in mean, and in cov through svd's derivative.
 array multivariate_normal(
     const array& mean,
     const array& cov,
@@ -167,9 +199,11 @@ array multivariate_normal(
     const std::optional<array>& key = std::nullopt,
     StreamOrDevice s = {});
 
-/// Integers uniform on [low, high): low + (b mod (high - low)) computed in uint64, with b
-/// 32 random bits (64 bits, from two split keys, for int64/uint64). Where high <= low the
-/// result is low (MLX: no error, the values are only known at run time).
+/// Integers uniform on [low, high): low + (b mod (high - low)) computed in uint64 (bounds
+/// cast to int64, the range read as uint64), with b = bits(shape, key) as uint64; for int64
+/// and uint64, b = (bits(shape, k2) << 32) | bits(shape, k1) where (k1, k2) = split(key), or
+/// two keys of the default sequence (k1 first). Where high <= low (compared in int64, or in
+/// uint64 for an unsigned dtype) the result is low (MLX: no error).
 /// Shapes: low and high broadcast to `shape`. Dtypes: integer types and bool (default int32).
 /// Throws std::invalid_argument ("[randint]") for a floating dtype or bounds that do not
 /// broadcast to shape. Source: MLX's randint (integer-space reduction).
@@ -195,7 +229,7 @@ array randint(
 /// Bool samples, true with probability p: b < p * nextafter(float32(2^32 - 1), inf) with b
 /// uint32 bits (MLX's formula: p <= 0 never, p >= 1 always). Shapes: p broadcasts to
 /// `shape` (default p's shape). Throws std::invalid_argument ("[bernoulli]") for a
-/// non-floating p or p that does not broadcast to shape.
+/// non-floating p, or (after the key is drawn, as MLX) for p that does not broadcast to shape.
 array bernoulli(
     const array& p,
     const Shape& shape,
@@ -208,19 +242,20 @@ array bernoulli(
     StreamOrDevice s = {});
 /// bernoulli with p = 0.5, a scalar.
 array bernoulli(const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
-/// bernoulli with a scalar p (any arithmetic type, taken as float32), a scalar result.
+/// bernoulli with a scalar p as array(p) (MLX: a double or float p is float32; an integer p
+/// is an integer array and throws), a scalar result.
 template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
 array bernoulli(T p, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
-  return bernoulli(array(static_cast<float>(p)), key, s);
+  return bernoulli(array(p), key, s);
 }
-/// bernoulli with a scalar p (any arithmetic type, taken as float32) of `shape`.
+/// bernoulli with a scalar p as array(p) (as above) of `shape`.
 template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
 array bernoulli(
     T p,
     const Shape& shape,
     const std::optional<array>& key = std::nullopt,
     StreamOrDevice s = {}) {
-  return bernoulli(array(static_cast<float>(p)), shape, key, s);
+  return bernoulli(array(p), shape, key, s);
 }
 
 /// Standard normal restricted to [lower, upper]: sqrt(2) erfinv(u), u uniform on
@@ -310,8 +345,8 @@ inline array laplace(
   return laplace(shape, float32, 0.0f, 1.0f, key, s);
 }
 
-/// x with its slices along `axis` shuffled: x taken at argsort(bits({x.shape(axis)}, key)).
-/// Throws std::out_of_range ("[permutation]") for an axis out of range.
+/// x with its slices along `axis` shuffled: take(x, permutation(x.shape(axis), key), axis)
+/// (MLX). Throws std::out_of_range ("[permutation]") for an axis out of range.
 array permutation(
     const array& x,
     int axis = 0,

@@ -17,6 +17,12 @@ namespace nuvec {
 /// std::invalid_argument inside a transform.
 void async_eval(std::vector<array> outputs);
 
+/// async_eval of arrays given as separate arguments: `async_eval(a, b)` (MLX's variadic form).
+template <typename... Arrays, typename = std::enable_if_t<(std::is_same_v<std::decay_t<Arrays>, array> && ...)>>
+void async_eval(Arrays&&... outputs) {
+  async_eval(std::vector<array>{std::forward<Arrays>(outputs)...});
+}
+
 /// Evaluates the graphs of outputs and waits for the results. Nodes are ordered into a tape
 /// (breadth first, with a width limit), each runs on its stream's worker, and streams wait
 /// on each other through events. While active memory is over the memory limit, scheduling

@@ -2,7 +2,10 @@
 // print options.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "nuvec/array.h"
@@ -18,14 +21,55 @@ std::ostream& operator<<(std::ostream& os, const Strides& v);
 /// Prints a list of ints as `(0, 2)` (axes in error messages).
 std::ostream& operator<<(std::ostream& os, const std::vector<size_t>& v);
 
-/// Digits printed after the decimal point for floating arrays (default 6, as MLX).
+/// Significant digits printed for floating elements (default 6, as MLX and iostreams).
+/// Throws std::invalid_argument for a negative precision.
 void set_printoptions_precision(int precision);
+/// MLX's spelling: sets the print precision when given; the default (nullopt) restores 6.
+void set_printoptions(std::optional<int> precision = std::nullopt);
 
-/// The dtype both arrays (or all arrays) promote to.
+/// MLX's PrintFormatter: how elements print; `capitalize_bool` prints True/False (Python's
+/// spelling) instead of true/false. One global instance (get_global_formatter).
+struct PrintFormatter {
+  bool capitalize_bool{false};
+};
+PrintFormatter& get_global_formatter();
+
+/// Limits of a floating dtype (MLX's finfo): lowest and largest finite values, machine
+/// epsilon, smallest positive normal. complex64 reports its float32 parts (array API).
+/// Throws std::invalid_argument for a non-floating dtype. Source: MLX utils.h, NumPy finfo.
+struct finfo {
+  explicit finfo(Dtype dtype);
+  Dtype dtype;
+  double min;
+  double max;
+  double eps;
+  double smallest_normal;
+  int bits;
+};
+
+/// Limits of an integer dtype (MLX's iinfo; bool is not an integer). Throws
+/// std::invalid_argument otherwise. Source: MLX utils.h, NumPy iinfo.
+struct iinfo {
+  explicit iinfo(Dtype dtype);
+  Dtype dtype;
+  int64_t min;
+  uint64_t max;
+  int bits;
+};
+
+/// The dtype all arrays promote to (MLX's promotion table, promote_types). Throws
+/// std::invalid_argument for an empty list.
 Dtype result_type(const std::vector<array>& arrays);
+inline Dtype result_type(const array& a, const array& b) {
+  return promote_types(a.dtype(), b.dtype());
+}
+inline Dtype result_type(const array& a, const array& b, const array& c) {
+  return promote_types(result_type(a, b), c.dtype());
+}
 
-/// Normalises `axis` for `ndim` dimensions (negative from the end); throws
-/// std::out_of_range naming `op` when out of range.
-int normalize_axis_index(int axis, int ndim, const char* op);
+/// `axis` in [0, ndim) (negative counts from the end). Throws std::invalid_argument when
+/// axis is not in [-ndim, ndim), the message prefixed by msg_prefix (an op name such as
+/// "sort" is printed as "[sort]"). Source: MLX utils.h.
+int normalize_axis_index(int axis, int ndim, const std::string& msg_prefix = "");
 
 } // namespace nuvec

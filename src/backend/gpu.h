@@ -3,21 +3,13 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
-#include <unordered_map>
-#include <variant>
 
 #include "nuvec/array.h"
+#include "nuvec/backend/gpu/device_info.h"
 
 namespace nuvec::gpu {
 
-/// Whether a CUDA device is present (false without the CUDA backend or a driver).
-bool is_available();
-/// Number of CUDA devices (0 without the backend).
-int device_count();
-/// Properties of device `index` ("device_name", "architecture", "total_memory", ...);
-/// throws std::invalid_argument for an index out of range or without a GPU.
-const std::unordered_map<std::string, std::variant<std::string, size_t>>& device_info(int index);
+// is_available, device_count and device_info are public: nuvec/backend/gpu/device_info.h.
 
 /// Runs arr's primitive on its GPU stream.
 void eval(array& arr);

@@ -1,10 +1,12 @@
-// nuvec: the CPU caching allocator and the memory API (MLX's memory.h semantics). Freed
-// blocks are cached by size and reused for requests up to twice smaller; active and peak
-// memory count live blocks.
+// nuvec: the CPU caching allocator and the memory API (MLX's allocator.h and memory.h
+// semantics). Freed blocks are cached by size and reused for requests up to twice smaller
+// (the reused block keeps its whole capacity, as MLX's buffer cache); active and peak memory
+// count live blocks; clear_cache first lets the stream workers finish queued kernels.
 #include "nuvec/allocator.h"
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -16,6 +18,7 @@
 #include <algorithm>
 
 #include "backend/gpu.h"
+#include "core/scheduler.h"
 #include "nuvec/memory.h"
 
 namespace nuvec {
@@ -33,19 +36,22 @@ size_t physical_memory() {
   return (pages > 0 && page > 0) ? size_t(pages) * size_t(page) : size_t(1) << 34;
 }
 
-class CachingAllocator {
+class CachingAllocator : public allocator::Allocator {
  public:
-  allocator::Buffer malloc(size_t size) {
+  allocator::Buffer malloc(size_t size) override {
     size_t rounded = round(size);
     std::unique_lock<std::mutex> lk(mtx_);
     void* block = nullptr;
     if (rounded < kSmallLimit) {
-      // Small blocks: exact size classes with vector free lists, so the hot path of tiny
-      // graphs allocates nothing besides the block itself.
-      auto& bin = small_[rounded / kAlign];
-      if (!bin.empty()) {
-        block = bin.back();
-        bin.pop_back();
+      // Small blocks: size classes with vector free lists, so the hot path of tiny graphs
+      // allocates nothing besides the block itself; the smallest cached class that fits
+      // and is at most twice the request is taken.
+      size_t bin = find_small(rounded / kAlign, std::min(2 * rounded / kAlign, kSmallBins - 1));
+      if (bin != 0) {
+        block = small_[bin].back();
+        small_[bin].pop_back();
+        if (small_[bin].empty()) small_used_[bin / 64] &= ~(uint64_t(1) << (bin % 64));
+        rounded = bin * kAlign;
         cache_memory_ -= rounded;
       }
     } else {
@@ -80,7 +86,7 @@ class CachingAllocator {
     return allocator::Buffer(static_cast<char*>(block) + kHeader);
   }
 
-  void free(allocator::Buffer buf) {
+  void free(allocator::Buffer buf) override {
     if (!buf.ptr()) return;
     void* block = static_cast<char*>(buf.ptr()) - kHeader;
     size_t size = *static_cast<size_t*>(block);
@@ -89,6 +95,7 @@ class CachingAllocator {
     if (cache_memory_ + size <= cache_limit_) {
       if (size < kSmallLimit) {
         small_[size / kAlign].push_back(block);
+        small_used_[size / kAlign / 64] |= uint64_t(1) << (size / kAlign % 64);
       } else {
         cache_.emplace(size, block);
       }
@@ -98,7 +105,7 @@ class CachingAllocator {
     }
   }
 
-  size_t size(allocator::Buffer buf) const {
+  size_t size(allocator::Buffer buf) const override {
     if (!buf.ptr()) return 0;
     return *reinterpret_cast<size_t*>(static_cast<char*>(buf.ptr()) - kHeader);
   }
@@ -129,10 +136,23 @@ class CachingAllocator {
       for (void* p : bin) std::free(p);
       bin.clear();
     }
+    for (auto& word : small_used_) word = 0;
     cache_memory_ = 0;
   }
+  // The first size class in [lo, hi] with a cached block, or 0 (class 0 is never used).
+  size_t find_small(size_t lo, size_t hi) const {
+    for (size_t w = lo / 64; w <= hi / 64; ++w) {
+      uint64_t bits = small_used_[w];
+      if (w == lo / 64) bits &= ~uint64_t(0) << (lo % 64);
+      if (w == hi / 64 && hi % 64 != 63) bits &= (uint64_t(1) << (hi % 64 + 1)) - 1;
+      if (bits) return w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+    }
+    return 0;
+  }
   static constexpr size_t kSmallLimit = size_t(1) << 16;
-  std::vector<void*> small_[kSmallLimit / kAlign];
+  static constexpr size_t kSmallBins = kSmallLimit / kAlign;
+  std::vector<void*> small_[kSmallBins];
+  uint64_t small_used_[kSmallBins / 64] = {}; // bit per class: its free list is not empty
   std::multimap<size_t, void*> cache_;
 };
 
@@ -145,6 +165,9 @@ CachingAllocator& alloc() {
 } // namespace
 
 namespace allocator {
+Allocator& allocator() {
+  return alloc();
+}
 Buffer malloc(size_t size) {
   return alloc().malloc(size);
 }
@@ -153,6 +176,12 @@ void free(Buffer buffer) {
 }
 size_t size(Buffer buffer) {
   return alloc().size(buffer);
+}
+Buffer make_buffer(void* ptr, size_t size) {
+  return alloc().make_buffer(ptr, size);
+}
+void release(Buffer buffer) {
+  alloc().release(buffer);
 }
 } // namespace allocator
 
@@ -199,6 +228,9 @@ size_t set_wired_limit(size_t limit) {
   return std::exchange(wired, limit);
 }
 void clear_cache() {
+  // Kernels still queued or running may hold buffers about to be freed into the cache: let
+  // the stream workers finish them first (MLX's CPU behaviour).
+  scheduler::wait_for_streams();
   gpu::clear_cache();
   alloc().clear();
 }

@@ -63,6 +63,10 @@ array::ArrayDesc::ArrayDesc(
       flags{true, true, true},
       inputs(std::move(inputs_)) {
   strides = row_major_strides(shape);
+  // A node computed from a tracer is a tracer: eval, item or data inside a transform must
+  // leave the traced graph attached, or the gradient through it silently becomes zero
+  // (MLX's ArrayDesc::init).
+  for (auto& in : inputs) is_tracer |= in.is_tracer();
 }
 
 array::ArrayDesc::~ArrayDesc() {

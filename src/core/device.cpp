@@ -1,11 +1,13 @@
-// nuvec: devices. The GPU is reported by the CUDA backend when it is built (gpu_available
-// comes from src/backend/cuda or the no_gpu stub).
+// nuvec: devices (MLX's device.cpp rules: one CPU device; the GPU as the backend reports it,
+// from src/backend/cuda or the no_gpu stub) and MLX's metal:: namespace, which reports no
+// Metal.
 #include "nuvec/device.h"
 
 #include <mutex>
 #include <stdexcept>
 
 #include "backend/gpu.h"
+#include "nuvec/backend/metal/metal.h"
 
 namespace nuvec {
 
@@ -24,23 +26,16 @@ const Device& default_device() {
 
 void set_default_device(const Device& d) {
   if (!is_available(d)) {
-    throw std::invalid_argument("[set_default_device] the device is not available (no CUDA backend in this build, no CUDA device found, or a GPU index other than 0).");
+    throw std::invalid_argument("[set_default_device] the device is not available (no CUDA backend in this build, no CUDA device found, or an index other than 0).");
   }
   std::lock_guard<std::mutex> lk(default_device_mtx);
   default_device_ref() = d;
 }
 
-bool operator==(const Device& lhs, const Device& rhs) {
-  return lhs.type == rhs.type && lhs.index == rhs.index;
-}
-bool operator!=(const Device& lhs, const Device& rhs) {
-  return !(lhs == rhs);
-}
-
 bool is_available(const Device& d) {
   // One GPU per process for now: the device allocator and array residency track a single
   // device, so other indices are reported unavailable (streams on them are refused).
-  return d.type == Device::cpu || (d.index == 0 && gpu::is_available());
+  return d.index == 0 && (d.type == Device::cpu || gpu::is_available());
 }
 
 int device_count(Device::DeviceType type) {
@@ -68,5 +63,21 @@ std::ostream& operator<<(std::ostream& os, const Device::DeviceType& t) {
 std::ostream& operator<<(std::ostream& os, const Device& d) {
   return os << "Device(" << d.type << ", " << d.index << ")";
 }
+
+namespace metal {
+
+bool is_available() {
+  return false;
+}
+
+void start_capture(std::string) {}
+
+void stop_capture() {}
+
+const std::unordered_map<std::string, std::variant<std::string, size_t>>& device_info() {
+  throw std::runtime_error("[metal::device_info] Cannot get device info without metal backend.");
+}
+
+} // namespace metal
 
 } // namespace nuvec

@@ -35,12 +35,12 @@ std::array<std::array<Dtype::Val, kNumDtypes>, kNumDtypes> make_promotion_table(
     if (k(b) == Dtype::Kind::c) return complex64;
     if (rank(a) == 1 && rank(b) == 1) {
       bool ua = k(a) == Dtype::Kind::u, ub = k(b) == Dtype::Kind::u;
-      if (ua == ub) return a.size >= b.size ? a : b;
+      if (ua == ub) return a.size() >= b.size() ? a : b;
       Dtype u = ua ? a : b, s = ua ? b : a;
       if (u == uint64) return float32;
-      if (s.size > u.size) return s;
+      if (s.size() > u.size()) return s;
       // Smallest signed type strictly wider than the unsigned one.
-      switch (u.size) {
+      switch (u.size()) {
         case 1: return int16;
         case 2: return int32;
         default: return int64;
@@ -55,7 +55,7 @@ std::array<std::array<Dtype::Val, kNumDtypes>, kNumDtypes> make_promotion_table(
   std::array<std::array<Dtype::Val, kNumDtypes>, kNumDtypes> t{};
   for (int i = 0; i < kNumDtypes; ++i) {
     for (int j = 0; j < kNumDtypes; ++j) {
-      t[i][j] = promote(all_dtypes[i], all_dtypes[j]).val;
+      t[i][j] = promote(all_dtypes[i], all_dtypes[j]).val();
     }
   }
   return t;
@@ -65,11 +65,11 @@ std::array<std::array<Dtype::Val, kNumDtypes>, kNumDtypes> make_promotion_table(
 
 Dtype promote_types(const Dtype& t1, const Dtype& t2) {
   static const auto table = make_promotion_table();
-  return all_dtypes[static_cast<int>(table[static_cast<int>(t1.val)][static_cast<int>(t2.val)])];
+  return all_dtypes[static_cast<int>(table[static_cast<int>(t1.val())][static_cast<int>(t2.val())])];
 }
 
 Dtype::Kind kindof(const Dtype& t) {
-  switch (t.val) {
+  switch (t.val()) {
     case Dtype::Val::bool_: return Dtype::Kind::b;
     case Dtype::Val::uint8:
     case Dtype::Val::uint16:
@@ -133,7 +133,7 @@ bool issubdtype(const Dtype& a, const Dtype::Category& b) {
 
 std::string dtype_to_array_protocol(const Dtype& t) {
   std::ostringstream r;
-  r << (t.size == 1 ? "|" : "<");
+  r << (t.size() == 1 ? "|" : "<");
   switch (kindof(t)) {
     case Dtype::Kind::b: r << "b"; break;
     case Dtype::Kind::u: r << "u"; break;
@@ -142,7 +142,7 @@ std::string dtype_to_array_protocol(const Dtype& t) {
     case Dtype::Kind::V: r << "V"; break;
     case Dtype::Kind::c: r << "c"; break;
   }
-  r << int(t.size);
+  r << int(t.size());
   return r.str();
 }
 
@@ -163,7 +163,7 @@ Dtype dtype_from_array_protocol(std::string_view t) {
 }
 
 std::string dtype_name(const Dtype& t) {
-  switch (t.val) {
+  switch (t.val()) {
     case Dtype::Val::bool_: return "bool";
     case Dtype::Val::uint8: return "uint8";
     case Dtype::Val::uint16: return "uint16";
@@ -211,7 +211,7 @@ template <> TypeToDtype<int32_t>::operator Dtype() { return int32; }
 template <> TypeToDtype<int64_t>::operator Dtype() { return int64; }
 template <> TypeToDtype<float16_t>::operator Dtype() { return float16; }
 template <> TypeToDtype<float>::operator Dtype() { return float32; }
-template <> TypeToDtype<double>::operator Dtype() { return float64; }
+template <> TypeToDtype<double>::operator Dtype() { return float32; } // MLX's choice
 template <> TypeToDtype<bfloat16_t>::operator Dtype() { return bfloat16; }
 template <> TypeToDtype<complex64_t>::operator Dtype() { return complex64; }
 template <> TypeToDtype<std::complex<float>>::operator Dtype() { return complex64; }

@@ -2,6 +2,7 @@
 // breadth first under a width limit, then hand nodes to their streams in dependency order,
 // with events between streams and a wait when memory is over the limit (the algorithm of
 // MLX's eval_impl, shared/seeds/004_*.txt).
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <stack>
@@ -149,6 +150,19 @@ array eval_impl(std::vector<array> outputs, bool async) {
         degree.erase(in.id());
         for (auto& s : in.siblings()) degree.erase(s.id());
         tape.push_back(in);
+      }
+    }
+  }
+
+  // Refuse streams this thread may not use (another thread's new_stream) before anything
+  // is scheduled, so a refused graph leaves no task or event behind.
+  {
+    std::vector<int> checked;
+    for (auto& a : tape) {
+      const Stream& s = a.primitive().stream();
+      if (std::find(checked.begin(), checked.end(), s.index) == checked.end()) {
+        scheduler::check_stream_access(s);
+        checked.push_back(s.index);
       }
     }
   }

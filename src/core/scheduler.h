@@ -1,26 +1,13 @@
-// nuvec: the per-stream workers. Each stream has one thread executing its tasks in FIFO
-// order; eval counts tasks in flight so it can wait when memory is over the limit
-// (MLX's scheduler, described in shared/seeds/004_*.txt).
+// nuvec: the per-stream workers, internal side. Each stream's worker thread runs its tasks in
+// FIFO order; eval counts tasks in flight so it can wait when memory is over the limit (MLX's
+// scheduler, shared/seeds/004_*.txt). The public half is nuvec/scheduler.h.
 #pragma once
 
-#include <functional>
+#include <optional>
 
-#include "nuvec/stream.h"
+#include "nuvec/scheduler.h"
 
 namespace nuvec::scheduler {
-
-/// Runs `task` on the stream's worker, after everything enqueued before it.
-void enqueue(const Stream& stream, std::function<void()> task);
-
-/// Registers a task in flight (counted until notify_task_completion).
-void notify_new_task(const Stream& stream);
-void notify_task_completion(const Stream& stream);
-
-/// Tasks in flight over all streams.
-int n_active_tasks();
-
-/// Blocks until at least one task in flight completes (returns at once when none are).
-void wait_for_one();
 
 /// Blocks until at most `target` tasks are in flight.
 void wait_until_at_most(int target);
@@ -28,4 +15,34 @@ void wait_until_at_most(int target);
 /// Whether the calling thread is a stream worker (kernels must not block on events there).
 bool on_worker_thread();
 
+/// Throws std::runtime_error unless the calling thread may submit work to s: a new_stream
+/// stream only from the thread that made it and before that thread cleared it (MLX 0.32's
+/// rule); other streams from any thread. eval checks every stream of a graph before it
+/// schedules anything.
+void check_stream_access(const Stream& s);
+
+/// Blocks until every stream worker running now has finished what was queued on it at the
+/// time of the call (clear_cache waits for kernels still using buffers). Returns at once on
+/// a worker thread, which cannot wait for its own queue.
+void wait_for_streams();
+
 } // namespace nuvec::scheduler
+
+namespace nuvec::detail {
+
+/// While alive, ops on the calling thread that are given neither a stream nor a device run on
+/// `s` (ops given a device other than s's keep that device's default stream). Autodiff runs
+/// each primitive's derivative rule in one, so the derivative graph stays on the primal's
+/// stream, as MLX's rules do by passing their stream explicitly. Nests.
+class DefaultStreamScope {
+ public:
+  explicit DefaultStreamScope(const Stream& s);
+  ~DefaultStreamScope();
+  DefaultStreamScope(const DefaultStreamScope&) = delete;
+  DefaultStreamScope& operator=(const DefaultStreamScope&) = delete;
+
+ private:
+  std::optional<Stream> previous_;
+};
+
+} // namespace nuvec::detail

@@ -2,9 +2,7 @@
 // "GGUF", u32 version, u64 tensor count, u64 kv count, typed key-values, tensor infos (name,
 // n_dims, u64 dims fastest-first, ggml type, u64 offset), padding to the alignment, data.
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <string>
@@ -12,6 +10,7 @@
 
 #include "core/errors.h"
 #include "io/io_common.h"
+#include "io/stream.h"
 #include "nuvec/io.h"
 
 namespace nuvec {
@@ -52,7 +51,7 @@ bool value_dtype(uint32_t t, Dtype& out) {
 }
 
 bool value_type_of(Dtype d, uint32_t& out) {
-  switch (d.val) {
+  switch (d.val()) {
     case Dtype::Val::bool_: out = kBool; return true;
     case Dtype::Val::uint8: out = kU8; return true;
     case Dtype::Val::uint16: out = kU16; return true;
@@ -92,68 +91,16 @@ const char* quantized_name(uint32_t t) {
   return t < std::size(names) ? names[t] : nullptr;
 }
 
-// A bounded reader: every read is checked against the file's size first, so lengths and
-// counts from a hostile header fail with a message instead of reading or allocating past
-// the end.
-class Reader {
- public:
-  explicit Reader(const std::string& file) : file_(file), in_(file, std::ios::binary | std::ios::ate) {
-    if (!in_) throw_file_error(kLoad, file_, "cannot open the file (", std::strerror(errno), ").");
-    const std::streamoff size = in_.tellg();
-    if (size < 0) throw_file_error(kLoad, file_, "cannot determine the file's size.");
-    size_ = static_cast<uint64_t>(size);
-    in_.seekg(0);
-  }
-
-  uint64_t pos() const { return pos_; }
-  uint64_t size() const { return size_; }
-  uint64_t left() const { return size_ - pos_; }
-  const std::string& file() const { return file_; }
-
-  void need(uint64_t n, const std::string& what) {
-    if (n > left()) {
-      throw_file_error(kLoad, file_, "truncated file: ", what, " at offset ", pos_, " needs ", n,
-                       " bytes but only ", left(), " remain.");
-    }
-  }
-  void bytes(char* dst, uint64_t n, const std::string& what) {
-    need(n, what);
-    if (n > 0 && !in_.read(dst, static_cast<std::streamsize>(n))) {
-      throw_file_error(kLoad, file_, "read error at offset ", pos_, ".");
-    }
-    pos_ += n;
-  }
-  template <typename T>
-  T le(const std::string& what) {
-    char b[sizeof(T)];
-    bytes(b, sizeof(T), what);
-    return io_detail::read_le<T>(b);
-  }
-  std::string string(const std::string& what) {
-    const uint64_t n = le<uint64_t>("the length of " + what);
-    need(n, what + " (" + std::to_string(n) + " bytes)");
-    std::string s(n, '\0');
-    bytes(s.data(), n, what);
-    return s;
-  }
-  void seek(uint64_t p) {
-    in_.clear();
-    in_.seekg(static_cast<std::streamoff>(p));
-    pos_ = p;
-  }
-
- private:
-  std::string file_;
-  std::ifstream in_;
-  uint64_t size_ = 0;
-  uint64_t pos_ = 0;
-};
+// Every read goes through a Cursor (src/io/stream.h), checked against the file's size first,
+// so lengths and counts from a hostile header fail with a message instead of reading or
+// allocating past the end.
+using io_detail::Cursor;
 
 // An evaluated array of `count` little-endian elements of `dtype` read from r.
-array read_elements(Reader& r, Dtype dtype, uint64_t count, const Shape& shape, const std::string& what) {
+array read_elements(Cursor& r, Dtype dtype, uint64_t count, const Shape& shape, const std::string& what) {
   const size_t width = size_of(dtype);
   if (count > r.left() / width) {
-    throw_file_error(kLoad, r.file(), "truncated file: ", what, " at offset ", r.pos(), " claims ",
+    throw_file_error(kLoad, r.where(), "truncated file: ", what, " at offset ", r.pos(), " claims ",
                      count, " elements of ", width, " bytes but only ", r.left(), " bytes remain.");
   }
   std::vector<char> data(count * width);
@@ -162,7 +109,7 @@ array read_elements(Reader& r, Dtype dtype, uint64_t count, const Shape& shape, 
   if (dtype == bool_) {
     for (char c : data) {
       if (c != 0 && c != 1) {
-        throw_file_error(kLoad, r.file(), what, " holds the byte ", int(static_cast<unsigned char>(c)),
+        throw_file_error(kLoad, r.where(), what, " holds the byte ", int(static_cast<unsigned char>(c)),
                          " as a bool (the spec allows only 0 and 1).");
       }
     }
@@ -170,13 +117,13 @@ array read_elements(Reader& r, Dtype dtype, uint64_t count, const Shape& shape, 
   return io_detail::array_from_bytes(data.data(), shape, dtype);
 }
 
-GGUFMetaData read_value(Reader& r, uint32_t type, const std::string& key) {
+GGUFMetaData read_value(Cursor& r, uint32_t type, const std::string& key) {
   const std::string what = "the value of '" + key + "'";
   Dtype dtype = float32;
   if (value_dtype(type, dtype)) return read_elements(r, dtype, 1, {}, what);
   if (type == kString) return r.string(what);
   if (type != kArray) {
-    throw_file_error(kLoad, r.file(), "metadata key '", key, "' has unknown value type ", type,
+    throw_file_error(kLoad, r.where(), "metadata key '", key, "' has unknown value type ", type,
                      " (0 to 12 are defined).");
   }
   const uint32_t elem = r.le<uint32_t>("the element type of " + what);
@@ -184,7 +131,7 @@ GGUFMetaData read_value(Reader& r, uint32_t type, const std::string& key) {
   if (elem == kString) {
     // Each string needs at least its 8-byte length.
     if (count > r.left() / 8) {
-      throw_file_error(kLoad, r.file(), "truncated file: ", what, " claims ", count,
+      throw_file_error(kLoad, r.where(), "truncated file: ", what, " claims ", count,
                        " strings but only ", r.left(), " bytes remain.");
     }
     std::vector<std::string> out;
@@ -195,15 +142,15 @@ GGUFMetaData read_value(Reader& r, uint32_t type, const std::string& key) {
     return out;
   }
   if (elem == kArray) {
-    throw_file_error(kLoad, r.file(), "metadata key '", key, "' holds nested arrays, which are "
+    throw_file_error(kLoad, r.where(), "metadata key '", key, "' holds nested arrays, which are "
                      "not supported.");
   }
   if (!value_dtype(elem, dtype)) {
-    throw_file_error(kLoad, r.file(), "metadata key '", key, "' has arrays of unknown value type ",
+    throw_file_error(kLoad, r.where(), "metadata key '", key, "' has arrays of unknown value type ",
                      elem, ".");
   }
   if (count > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-    throw_file_error(kLoad, r.file(), "metadata key '", key, "' claims ", count,
+    throw_file_error(kLoad, r.where(), "metadata key '", key, "' claims ", count,
                      " elements (over 2^31 - 1).");
   }
   return read_elements(r, dtype, count, {static_cast<int32_t>(count)}, what);
@@ -217,14 +164,14 @@ struct TensorInfo {
   uint64_t offset = 0;
 };
 
-TensorInfo read_tensor_info(Reader& r, uint64_t index) {
+TensorInfo read_tensor_info(Cursor& r, uint64_t index) {
   TensorInfo t;
   const std::string which = "tensor info " + std::to_string(index);
   t.name = r.string("the name of " + which);
   const std::string what = "tensor '" + t.name + "'";
   const uint32_t ndim = r.le<uint32_t>("the dimension count of " + what);
   if (ndim > kMaxDims) {
-    throw_file_error(kLoad, r.file(), what, " has ", ndim, " dimensions (at most ", kMaxDims,
+    throw_file_error(kLoad, r.where(), what, " has ", ndim, " dimensions (at most ", kMaxDims,
                      " are read).");
   }
   std::vector<uint64_t> dims(ndim);
@@ -232,10 +179,10 @@ TensorInfo read_tensor_info(Reader& r, uint64_t index) {
   for (auto& d : dims) {
     d = r.le<uint64_t>("the dimensions of " + what);
     if (d > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-      throw_file_error(kLoad, r.file(), what, " has dimension ", d, " (over 2^31 - 1).");
+      throw_file_error(kLoad, r.where(), what, " has dimension ", d, " (over 2^31 - 1).");
     }
     if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / 8 / d) {
-      throw_file_error(kLoad, r.file(), what, " has a shape whose size overflows.");
+      throw_file_error(kLoad, r.where(), what, " has a shape whose size overflows.");
     }
     numel *= d;
   }
@@ -251,10 +198,10 @@ TensorInfo read_tensor_info(Reader& r, uint64_t index) {
   }
   if (!known) {
     if (const char* q = quantized_name(type)) {
-      throw_file_error(kLoad, r.file(), what, " has the quantized ggml type ", q, " (", type,
+      throw_file_error(kLoad, r.where(), what, " has the quantized ggml type ", q, " (", type,
                        "); quantized tensors are not supported yet.");
     }
-    throw_file_error(kLoad, r.file(), what, " has unknown or unsupported ggml type ", type,
+    throw_file_error(kLoad, r.where(), what, " has unknown or unsupported ggml type ", type,
                      " (F32, F16, BF16, F64, I8, I16, I32 and I64 are read).");
   }
   t.nbytes = numel * size_of(t.dtype);
@@ -268,8 +215,10 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 } // namespace
 
-GGUFLoad load_gguf(const std::string& file, StreamOrDevice /*s*/) {
-  Reader r(file);
+GGUFLoad load_gguf(const std::string& path, StreamOrDevice /*s*/) {
+  const io_detail::SizedReader in(io_detail::open_file_reader(path, kLoad), kLoad);
+  Cursor r(in);
+  const std::string& file = in.where();
   if (r.size() < 4) {
     throw_file_error(kLoad, file, "not a GGUF file: ", r.size(), " bytes is shorter than the magic.");
   }
@@ -345,8 +294,10 @@ GGUFLoad load_gguf(const std::string& file, StreamOrDevice /*s*/) {
                        t.offset, ") runs past the end of the ", data_size,
                        "-byte data section (truncated file?).");
     }
-    r.seek(data_start + t.offset);
-    array a = read_elements(r, t.dtype, t.nbytes / size_of(t.dtype), t.shape, "tensor '" + t.name + "'");
+    const size_t width = size_of(t.dtype);
+    array a = in.read_array_at(data_start + t.offset, t.shape, t.dtype, [width](char* p, size_t n) {
+      if (!io_detail::host_is_little_endian()) io_detail::byteswap_elements(p, n / width, width);
+    });
     arrays.emplace(t.name, std::move(a));
   }
   return {std::move(arrays), std::move(meta)};
@@ -368,10 +319,16 @@ std::vector<char> le_bytes(const array& a) {
   return d;
 }
 
+// save_gguf's std::runtime_error, where MLX throws that type for an argument it cannot save.
+template <typename... Parts>
+[[noreturn]] void throw_cannot_save(const Parts&... parts) {
+  throw std::runtime_error(error_message(kSave, parts...));
+}
+
 void append_metadata(std::vector<char>& b, const std::string& key, const GGUFMetaData& v) {
   if (std::holds_alternative<std::monostate>(v)) {
-    throw_invalid_argument(kSave, "metadata values must hold an array, a string or strings; got "
-                           "an empty value (std::monostate) for '", key, "'.");
+    throw_cannot_save("metadata values must hold an array, a string or strings; got an empty "
+                      "value (std::monostate) for '", key, "'.");
   }
   append_string(b, key);
   if (const auto* s = std::get_if<std::string>(&v)) {
@@ -383,15 +340,19 @@ void append_metadata(std::vector<char>& b, const std::string& key, const GGUFMet
     io_detail::append_le<uint64_t>(b, ss->size());
     for (const auto& s : *ss) append_string(b, s);
   } else {
+    // MLX's checks and exception types, in MLX's order.
     const array& a = std::get<array>(v);
+    if (a.ndim() > 1) {
+      throw_cannot_save("metadata arrays must have 0 or 1 dimensions; got shape ", a.shape(),
+                        " for '", key, "'.");
+    }
+    if (a.size() == 0) {
+      throw_cannot_save("metadata arrays must not be empty; got shape ", a.shape(), " for '", key, "'.");
+    }
     uint32_t type = 0;
     if (!value_type_of(a.dtype(), type)) {
       throw_invalid_argument(kSave, "metadata arrays must be bool, (u)int8-64, float32 or "
                              "float64; got ", a.dtype(), " for '", key, "'.");
-    }
-    if (a.ndim() > 1) {
-      throw_invalid_argument(kSave, "metadata arrays must have 0 or 1 dimensions; got shape ",
-                             a.shape(), " for '", key, "'.");
     }
     if (a.ndim() == 1) {
       io_detail::append_le<uint32_t>(b, kArray);
@@ -460,8 +421,8 @@ void save_gguf(
       }
     }
     if (!plain) {
-      throw_invalid_argument(kSave, "tensors must be float32, float16, bfloat16, float64, int8, "
-                             "int16, int32 or int64 (a ggml type); got ", a.dtype(), " for '", n, "'.");
+      throw_cannot_save("tensors must be float32, float16, bfloat16, float64, int8, int16, int32 "
+                        "or int64 (a ggml type); got ", a.dtype(), " for '", n, "'.");
     }
     append_string(header, n);
     io_detail::append_le<uint32_t>(header, static_cast<uint32_t>(a.ndim()));
@@ -485,7 +446,7 @@ void save_gguf(
     parts.push_back({data[i].data(), data[i].size()});
     at = offsets[i] + data[i].size();
   }
-  io_detail::write_whole_file(file, kSave, parts);
+  io_detail::write_parts(*io_detail::open_file_writer(file, kSave), kSave, parts);
 }
 
 } // namespace nuvec

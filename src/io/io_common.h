@@ -1,13 +1,11 @@
-// nuvec io: helpers shared by the .npy, .npz, GGUF and IDX readers and writers (byte order,
-// whole-file reads, bounded little-endian fields, host arrays from bytes read off disk,
-// row-major bytes of any array layout, .npy members encoded and decoded in memory).
+// nuvec io: helpers shared by the .npy, .npz, GGUF and IDX readers and writers (error
+// messages, byte order, little-endian fields, host arrays from bytes, row-major bytes of any
+// array layout, the .npy encoder and reader that .npz reuses).
 #pragma once
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -94,31 +92,6 @@ inline std::vector<char> row_major_bytes(array a) {
   return gather_row_major(base, a.shape(), a.strides(), a.itemsize());
 }
 
-/// The whole content of `file`; errors are "[op] <file>: ...".
-inline std::vector<char> read_whole_file(const std::string& file, const char* op) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_file_error(op, file, "cannot open the file (", std::strerror(errno), ").");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw_file_error(op, file, "cannot determine the file's size.");
-  in.seekg(0, std::ios::beg);
-  std::vector<char> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(bytes.data(), size)) {
-    throw_file_error(op, file, "read error.");
-  }
-  return bytes;
-}
-
-/// Writes the byte ranges `parts` to `file` (truncating it); errors are "[op] <file>: ...".
-inline void write_whole_file(
-    const std::string& file, const char* op, const std::vector<std::pair<const char*, size_t>>& parts) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw_file_error(op, file, "cannot open for writing (", std::strerror(errno), ").");
-  for (const auto& [p, n] : parts) out.write(p, static_cast<std::streamsize>(n));
-  out.close();
-  if (!out) throw_file_error(op, file, "write error (disk full?).");
-}
-
 /// The unsigned little-endian integer of sizeof(T) bytes at p (the caller checked bounds).
 template <typename T>
 T read_le(const char* p) {
@@ -139,9 +112,12 @@ void append_le(Bytes& out, T v) {
 /// Defined in npy.cpp; `save` and `savez` write it.
 std::vector<char> npy_encode(const array& a);
 
-/// Decodes the complete .npy file `bytes[0, n)` into an evaluated array. Errors are
-/// std::runtime_error "[op] <where>: ..." (`where` names the file, or the archive and
-/// member). Defined in npy.cpp; `load` and `load_npz` read through it.
-array npy_decode(const char* bytes, size_t n, const char* op, const std::string& where);
+class SizedReader;
+
+/// Reads the .npy file that is the whole of `in` into an evaluated array, the data straight
+/// into the array's buffer. Errors are std::runtime_error "[op] <label>: ..." (the label
+/// names the file, or the archive and member). Defined in npy.cpp; `load` and `load_npz`
+/// read through it.
+array npy_read(const SizedReader& in);
 
 } // namespace nuvec::io_detail

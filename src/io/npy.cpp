@@ -1,16 +1,17 @@
 // nuvec io: NumPy .npy files (format: NumPy's NEP 1: magic "\x93NUMPY", version, header
 // length, a Python dict literal with descr/fortran_order/shape padded to 64 bytes, the data).
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "io/io_common.h"
+#include "io/stream.h"
 #include "nuvec/io.h"
 
 namespace nuvec {
@@ -219,7 +220,13 @@ std::vector<char> npy_encode(const array& a) {
   return out;
 }
 
-array npy_decode(const char* raw, size_t size, const char* op, const std::string& file) {
+array npy_read(const SizedReader& in) {
+  const char* op = in.op();
+  const std::string& file = in.where();
+  const uint64_t size = in.size();
+  // The preamble: magic, version, and a 2-byte (1.0) or 4-byte (2.0, 3.0) header length.
+  char raw[kMagicLen + 6] = {};
+  in.read_at(0, raw, std::min<uint64_t>(size, sizeof(raw)));
   if (size < kMagicLen + 4 || std::memcmp(raw, kMagic, kMagicLen) != 0) {
     if (size >= kMagicLen && std::memcmp(raw, kMagic, kMagicLen) == 0) {
       throw_file_error(op, file, "truncated .npy preamble (", size, " bytes).");
@@ -232,8 +239,8 @@ array npy_decode(const char* raw, size_t size, const char* op, const std::string
     throw_file_error(op, file, "unsupported .npy version ", major, ".", int(u[kMagicLen + 1]),
                      " (1.0 to 3.0 are read).");
   }
-  size_t pos = kMagicLen + 2;
-  size_t hlen = 0;
+  uint64_t pos = kMagicLen + 2;
+  uint64_t hlen = 0;
   if (major == 1) {
     hlen = read_le<uint16_t>(raw + pos);
     pos += 2;
@@ -246,7 +253,9 @@ array npy_decode(const char* raw, size_t size, const char* op, const std::string
     throw_file_error(op, file, "truncated header: it claims ", hlen, " bytes but the file has ",
                      size - pos, " after the preamble.");
   }
-  NpyHeader h = HeaderParser(std::string_view(raw + pos, hlen), op, file).parse();
+  std::string text(hlen, '\0');
+  in.read_at(pos, text.data(), hlen);
+  NpyHeader h = HeaderParser(text, op, file).parse();
   pos += hlen;
 
   bool swap = false;
@@ -258,48 +267,62 @@ array npy_decode(const char* raw, size_t size, const char* op, const std::string
     }
     count *= static_cast<size_t>(d);
   }
-  const size_t nbytes = count * size_of(dtype);
-  const size_t have = size - pos;
+  const uint64_t nbytes = count * size_of(dtype);
+  const uint64_t have = size - pos;
   if (have != nbytes) {
     throw_file_error(op, file, have < nbytes ? "truncated data" : "unexpected trailing data",
                      ": shape ", h.shape, " of ", dtype, " needs ", nbytes, " bytes; the file has ",
                      have, ".");
   }
 
-  std::vector<char> data(raw + pos, raw + size);
-  if (swap) {
-    const size_t width = dtype == complex64 ? 4 : size_of(dtype);
-    byteswap_elements(data.data(), nbytes / width, width);
-  }
-  if (dtype == bool_) {
-    // Any byte other than 0/1 in a bool is undefined behaviour once read as bool.
-    for (auto& c : data) c = c != 0 ? 1 : 0;
-  }
-  if (h.fortran_order && h.shape.size() > 1) {
-    // Column-major: the first index varies fastest.
-    Strides strides(h.shape.size());
-    int64_t st = 1;
-    for (size_t i = 0; i < h.shape.size(); ++i) {
-      strides[i] = st;
-      st *= h.shape[i];
+  // Column-major data is read with the shape reversed, then transposed into row-major order.
+  Shape stored = h.shape;
+  const bool fortran = h.fortran_order && h.shape.size() > 1;
+  if (fortran) std::reverse(stored.begin(), stored.end());
+  array a = in.read_array_at(pos, stored, dtype, [&](char* data, size_t n) {
+    if (swap) {
+      const size_t width = dtype == complex64 ? 4 : size_of(dtype);
+      byteswap_elements(data, n / width, width);
     }
-    data = gather_row_major(data.data(), h.shape, strides, size_of(dtype));
+    // Any byte other than 0/1 in a bool is undefined behaviour once read as bool.
+    if (dtype == bool_) {
+      for (size_t i = 0; i < n; ++i) data[i] = data[i] != 0 ? 1 : 0;
+    }
+  });
+  if (!fortran) return a;
+  Strides strides(h.shape.size());
+  int64_t st = 1;
+  for (size_t i = 0; i < h.shape.size(); ++i) {
+    strides[i] = st;
+    st *= h.shape[i];
   }
-  return array_from_bytes(data.data(), h.shape, dtype);
+  const std::vector<char> rows =
+      gather_row_major(static_cast<const char*>(a.raw_data()), h.shape, strides, size_of(dtype));
+  return array_from_bytes(rows.data(), h.shape, dtype);
 }
 
 } // namespace io_detail
 
-void save(const std::string& file_in, array a) {
-  std::string file = file_in;
-  if (file.size() < 4 || file.compare(file.size() - 4, 4, ".npy") != 0) file += ".npy";
+void save(std::shared_ptr<io::Writer> out_stream, array a) {
+  io_detail::check_writer(out_stream, "save");
   const std::vector<char> bytes = io_detail::npy_encode(a);
-  io_detail::write_whole_file(file, "save", {{bytes.data(), bytes.size()}});
+  io_detail::write_parts(*out_stream, "save", {{bytes.data(), bytes.size()}});
 }
 
-array load(const std::string& file, StreamOrDevice /*s*/) {
-  const std::vector<char> bytes = io_detail::read_whole_file(file, "load");
-  return io_detail::npy_decode(bytes.data(), bytes.size(), "load", file);
+void save(std::string file, array a) {
+  if (file.size() < 4 || file.compare(file.size() - 4, 4, ".npy") != 0) file += ".npy";
+  // Encoded before the file is opened, so a failing evaluation leaves no empty file behind.
+  const std::vector<char> bytes = io_detail::npy_encode(a);
+  auto out = io_detail::open_file_writer(file, "save");
+  io_detail::write_parts(*out, "save", {{bytes.data(), bytes.size()}});
+}
+
+array load(std::shared_ptr<io::Reader> in_stream, StreamOrDevice /*s*/) {
+  return io_detail::npy_read(io_detail::SizedReader(std::move(in_stream), "load"));
+}
+
+array load(std::string file, StreamOrDevice s) {
+  return load(io_detail::open_file_reader(file, "load"), s);
 }
 
 } // namespace nuvec

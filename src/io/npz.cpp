@@ -1,11 +1,13 @@
 // nuvec io: NumPy .npz archives (numpy.savez / savez_compressed / load): a ZIP archive
 // (src/io/zip.cpp) whose members are "<name>.npy" files in NEP 1's format (src/io/npy.cpp).
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "io/io_common.h"
+#include "io/stream.h"
 #include "io/zip.h"
 #include "nuvec/io.h"
 
@@ -37,12 +39,13 @@ void savez(const std::string& file_in, const std::unordered_map<std::string, arr
     members.push_back({name + kNpy, io_detail::npy_encode(arrays.at(name))});
   }
   const std::vector<char> zip = io_detail::zip_build(members, compressed, "savez", file);
-  io_detail::write_whole_file(file, "savez", {{zip.data(), zip.size()}});
+  io_detail::write_parts(*io_detail::open_file_writer(file, "savez"), "savez", {{zip.data(), zip.size()}});
 }
 
-std::unordered_map<std::string, array> load_npz(const std::string& file, StreamOrDevice /*s*/) {
-  const std::vector<char> bytes = io_detail::read_whole_file(file, "load_npz");
-  std::vector<io_detail::ZipMember> members = io_detail::zip_read(bytes, "load_npz", file);
+std::unordered_map<std::string, array> load_npz(const std::string& path, StreamOrDevice /*s*/) {
+  const io_detail::SizedReader in(io_detail::open_file_reader(path, "load_npz"), "load_npz");
+  const std::string& file = in.where();
+  std::vector<io_detail::ZipMember> members = io_detail::zip_read(in.read_all(), "load_npz", file);
   std::unordered_map<std::string, array> out;
   for (auto& m : members) {
     if (!ends_with(m.name, kNpy)) {
@@ -50,8 +53,10 @@ std::unordered_map<std::string, array> load_npz(const std::string& file, StreamO
                                   "(an .npz holds only '<name>.npy' members).");
     }
     std::string key = m.name.substr(0, m.name.size() - 4);
-    array a = io_detail::npy_decode(m.data.data(), m.data.size(), "load_npz",
-                                    file + " (member '" + m.name + "')");
+    array a = io_detail::npy_read(io_detail::SizedReader(
+        std::make_shared<io_detail::MemoryReader>(m.data.data(), m.data.size(),
+                                                  file + " (member '" + m.name + "')"),
+        "load_npz"));
     // Drop the member's bytes now: the array holds its own copy.
     std::vector<char>().swap(m.data);
     out.insert_or_assign(std::move(key), std::move(a));

@@ -1,9 +1,9 @@
 // nuvec: the safetensors reader and writer behind io.h. Layout from the safetensors format
 // spec: u64 little-endian header size N, N bytes of JSON, then the data block; every tensor
-// is {dtype, shape, data_offsets: [begin, end)} relative to the data block.
+// is {dtype, shape, data_offsets: [begin, end)} relative to the data block. Dtype codes as
+// MLX writes them (complex64 as "C64"), plus "F64" for float64.
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "io/io_common.h"
+#include "io/stream.h"
 #include "nuvec/io.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
@@ -27,7 +29,7 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 const char* safetensors_code(Dtype t) {
-  switch (t.val) {
+  switch (t.val()) {
     case Dtype::Val::bool_: return "BOOL";
     case Dtype::Val::uint8: return "U8";
     case Dtype::Val::uint16: return "U16";
@@ -41,7 +43,9 @@ const char* safetensors_code(Dtype t) {
     case Dtype::Val::float32: return "F32";
     case Dtype::Val::float64: return "F64";
     case Dtype::Val::bfloat16: return "BF16";
-    case Dtype::Val::complex64: return nullptr;
+    // Complex numbers are not in the spec yet; MLX writes complex64 as "C64"
+    // (https://github.com/huggingface/safetensors/issues/389).
+    case Dtype::Val::complex64: return "C64";
   }
   return nullptr;
 }
@@ -50,34 +54,28 @@ bool dtype_from_code(const std::string& code, Dtype& out) {
   static const std::map<std::string, Dtype> table = {
       {"BOOL", bool_}, {"U8", uint8}, {"U16", uint16}, {"U32", uint32}, {"U64", uint64},
       {"I8", int8}, {"I16", int16}, {"I32", int32}, {"I64", int64}, {"F16", float16},
-      {"F32", float32}, {"F64", float64}, {"BF16", bfloat16}};
+      {"F32", float32}, {"F64", float64}, {"BF16", bfloat16}, {"C64", complex64}};
   auto it = table.find(code);
   if (it == table.end()) return false;
   out = it->second;
   return true;
 }
 
-[[noreturn]] void corrupt(const std::string& file, const std::string& what) {
+[[noreturn]] void corrupt(const std::string& where, const std::string& what) {
   throw std::runtime_error(
-      error_message("load_safetensors", "'", file, "' is not a valid safetensors file: ", what, "."));
+      error_message("load_safetensors", where, " is not a valid safetensors file: ", what, "."));
 }
 
-void write_u64_le(std::ostream& os, uint64_t v) {
-  unsigned char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
-  os.write(reinterpret_cast<const char*>(b), 8);
-}
+// What save_safetensors writes: the header (size field included) and the arrays' data in
+// the header's order. Built, and every argument checked, before anything is written.
+struct Encoded {
+  std::string header;
+  std::vector<array> data;
+};
 
-} // namespace
-
-void save_safetensors(
-    std::string file,
-    std::unordered_map<std::string, array> a,
-    std::unordered_map<std::string, std::string> metadata) {
-  const std::string ext = ".safetensors";
-  if (file.size() < ext.size() || file.compare(file.size() - ext.size(), ext.size(), ext) != 0) {
-    file += ext;
-  }
+Encoded encode(
+    const std::unordered_map<std::string, array>& a,
+    const std::unordered_map<std::string, std::string>& metadata) {
   // Sorted names make the file deterministic.
   std::vector<std::string> names;
   names.reserve(a.size());
@@ -86,26 +84,22 @@ void save_safetensors(
     if (name == "__metadata__") {
       throw_invalid_argument("save_safetensors", "array names must not be \"__metadata__\"; got it.");
     }
-    if (!safetensors_code(arr.dtype())) {
-      throw_invalid_argument(
-          "save_safetensors", "arrays must have a safetensors dtype; got ", arr.dtype(), " for '", name, "'.");
-    }
     names.push_back(name);
   }
   std::sort(names.begin(), names.end());
 
-  std::vector<array> data;
-  data.reserve(names.size());
-  for (auto& n : names) data.push_back(contiguous(a.at(n)));
-  eval(data);
+  Encoded out;
+  out.data.reserve(names.size());
+  for (auto& n : names) out.data.push_back(contiguous(a.at(n)));
+  eval(out.data);
 
   json header = json::object();
   uint64_t offset = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    uint64_t nbytes = data[i].nbytes();
+    const uint64_t nbytes = out.data[i].nbytes();
     header[names[i]] = {
-        {"dtype", safetensors_code(data[i].dtype())},
-        {"shape", data[i].shape()},
+        {"dtype", safetensors_code(out.data[i].dtype())},
+        {"shape", out.data[i].shape()},
         {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
@@ -116,38 +110,50 @@ void save_safetensors(
   }
   std::string text = header.dump();
   // Pad with spaces so the data block starts 8-byte aligned (the spec allows trailing spaces).
-  while ((text.size() + 8) % 8 != 0) text.push_back(' ');
-
-  std::ofstream os(file, std::ios::binary | std::ios::trunc);
-  if (!os) {
-    throw std::runtime_error(error_message("save_safetensors", "cannot open '", file, "' for writing."));
-  }
-  write_u64_le(os, text.size());
-  os.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (auto& d : data) {
-    os.write(static_cast<const char*>(d.raw_data()), static_cast<std::streamsize>(d.nbytes()));
-  }
-  os.flush();
-  if (!os) {
-    throw std::runtime_error(error_message("save_safetensors", "failed while writing '", file, "'."));
-  }
+  while (text.size() % 8 != 0) text.push_back(' ');
+  out.header.reserve(8 + text.size());
+  io_detail::append_le<uint64_t>(out.header, text.size());
+  out.header += text;
+  return out;
 }
 
-std::pair<
-    std::unordered_map<std::string, array>,
-    std::unordered_map<std::string, std::string>>
-load_safetensors(const std::string& file, StreamOrDevice /*s*/) {
-  std::ifstream is(file, std::ios::binary | std::ios::ate);
-  if (!is) {
-    throw std::runtime_error(error_message("load_safetensors", "cannot open '", file, "' for reading."));
+void write(io::Writer& out, const Encoded& e) {
+  std::vector<std::pair<const char*, size_t>> parts = {{e.header.data(), e.header.size()}};
+  for (auto& d : e.data) parts.push_back({static_cast<const char*>(d.raw_data()), d.nbytes()});
+  io_detail::write_parts(out, "save_safetensors", parts);
+}
+
+} // namespace
+
+void save_safetensors(
+    std::shared_ptr<io::Writer> out_stream,
+    std::unordered_map<std::string, array> a,
+    std::unordered_map<std::string, std::string> metadata) {
+  io_detail::check_writer(out_stream, "save_safetensors");
+  write(*out_stream, encode(a, metadata));
+}
+
+void save_safetensors(
+    std::string file,
+    std::unordered_map<std::string, array> a,
+    std::unordered_map<std::string, std::string> metadata) {
+  const std::string ext = ".safetensors";
+  if (file.size() < ext.size() || file.compare(file.size() - ext.size(), ext.size(), ext) != 0) {
+    file += ext;
   }
-  const uint64_t file_size = static_cast<uint64_t>(is.tellg());
-  is.seekg(0);
+  // Checked and evaluated before the file is opened, so bad arguments leave no file behind.
+  const Encoded e = encode(a, metadata);
+  write(*io_detail::open_file_writer(file, "save_safetensors"), e);
+}
+
+SafetensorsLoad load_safetensors(std::shared_ptr<io::Reader> in_stream, StreamOrDevice /*s*/) {
+  const io_detail::SizedReader in(std::move(in_stream), "load_safetensors");
+  const std::string& file = in.where();
+  const uint64_t file_size = in.size();
   if (file_size < 8) corrupt(file, "it is shorter than the 8-byte header size field");
-  unsigned char b[8];
-  is.read(reinterpret_cast<char*>(b), 8);
-  uint64_t header_size = 0;
-  for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(b[i]) << (8 * i);
+  char b[8];
+  in.read_at(0, b, 8);
+  const uint64_t header_size = io_detail::read_le<uint64_t>(b);
   if (header_size > kMaxHeaderBytes) {
     corrupt(file, "its header size field says " + std::to_string(header_size) + " bytes (the limit is 100 MB)");
   }
@@ -158,9 +164,9 @@ load_safetensors(const std::string& file, StreamOrDevice /*s*/) {
             std::to_string(file_size - 8) + " follow (truncated?)");
   }
   std::string text(header_size, '\0');
-  is.read(text.data(), static_cast<std::streamsize>(header_size));
-  if (!is) corrupt(file, "reading the header failed");
-  const uint64_t data_size = file_size - 8 - header_size;
+  in.read_at(8, text.data(), header_size);
+  const uint64_t data_start = 8 + header_size;
+  const uint64_t data_size = file_size - data_start;
 
   json header;
   try {
@@ -174,6 +180,8 @@ load_safetensors(const std::string& file, StreamOrDevice /*s*/) {
   std::unordered_map<std::string, array> arrays;
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
+      // MLX writes null here when there is no metadata.
+      if (entry.is_null()) continue;
       if (!entry.is_object()) corrupt(file, "__metadata__ is not an object");
       for (auto& [k, v] : entry.items()) {
         if (!v.is_string()) corrupt(file, "__metadata__ value '" + k + "' is not a string");
@@ -224,21 +232,19 @@ load_safetensors(const std::string& file, StreamOrDevice /*s*/) {
           where + " spans " + std::to_string(end - begin) + " bytes but its shape and dtype need " +
               std::to_string(nbytes));
     }
-    auto buffer = allocator::malloc(std::max<uint64_t>(nbytes, 1));
-    is.seekg(static_cast<std::streamoff>(8 + header_size + begin));
-    is.read(static_cast<char*>(buffer.raw_ptr()), static_cast<std::streamsize>(nbytes));
-    if (!is) {
-      allocator::free(buffer);
-      corrupt(file, "reading the data of " + where + " failed");
-    }
-    if (dtype == bool_) {
+    array a = in.read_array_at(data_start + begin, shape, dtype, [&](char* p, size_t n) {
       // Any nonzero byte would be an invalid C++ bool; normalise to 0/1.
-      auto* p = static_cast<unsigned char*>(buffer.raw_ptr());
-      for (uint64_t i = 0; i < nbytes; ++i) p[i] = p[i] != 0;
-    }
-    arrays.insert_or_assign(name, array(buffer, std::move(shape), dtype));
+      if (dtype == bool_) {
+        for (size_t i = 0; i < n; ++i) p[i] = p[i] != 0;
+      }
+    });
+    arrays.insert_or_assign(name, std::move(a));
   }
   return {std::move(arrays), std::move(metadata)};
+}
+
+SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice s) {
+  return load_safetensors(io_detail::open_file_reader(file, "load_safetensors"), s);
 }
 
 } // namespace nuvec

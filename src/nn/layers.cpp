@@ -35,7 +35,8 @@ void check_last_dim(const char* op, const array& x, int dims) {
 Linear::Linear(int input_dims, int output_dims, bool bias) {
   check_positive("nn.Linear", "input_dims", input_dims);
   check_positive("nn.Linear", "output_dims", output_dims);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(input_dims));
+  // MLX: scale = math.sqrt(1.0 / input_dims); weight, then bias, from the default sequence.
+  const double scale = std::sqrt(1.0 / static_cast<double>(input_dims));
   register_parameter("weight", init::uniform({output_dims, input_dims}, -scale, scale));
   if (bias) register_parameter("bias", init::uniform({output_dims}, -scale, scale));
 }

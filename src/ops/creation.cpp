@@ -60,14 +60,19 @@ array arange(int stop, StreamOrDevice s) {
   return arange(0.0, static_cast<double>(stop), 1.0, int32, s);
 }
 
-array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype, StreamOrDevice s) {
   if (num < 0) throw_invalid_argument("linspace", "num must be non-negative; got ", num, ".");
   if (num == 1) return astype(array(std::initializer_list<double>{start}, float64), dtype, s);
   // The values are start + i * step computed in float64, then cast once.
-  double step = num > 1 ? (stop - start) / (num - 1) : 1.0;
+  const int divisions = endpoint ? num - 1 : num;
+  double step = divisions > 0 ? (stop - start) / divisions : 1.0;
   array values(
       {num}, float64, std::make_shared<Arange>(to_stream(s), start, start + num * step, step), {});
   return astype(values, dtype, s);
+}
+
+array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
+  return linspace(start, stop, num, true, dtype, s);
 }
 
 // ---- casts and copies -----------------------------------------------------------------
@@ -153,6 +158,15 @@ array ones(const Shape& shape, StreamOrDevice s) {
 }
 array ones_like(const array& a, StreamOrDevice s) {
   return ones(a.shape(), a.dtype(), s);
+}
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) {
+  return zeros(a.shape(), dtype, s);
+}
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s) {
+  return ones(a.shape(), dtype, s);
+}
+array full_like(const array& a, array vals, Dtype dtype, StreamOrDevice s) {
+  return full(a.shape(), std::move(vals), dtype, s);
 }
 array full_like(const array& a, array vals, StreamOrDevice s) {
   return full(a.shape(), std::move(vals), a.dtype(), s);

@@ -106,7 +106,7 @@ Dtype integer_promoted(const char* name, const array& a, const array& b) {
 
 // The largest and lowest finite values of a floating dtype.
 double finite_max(Dtype t) {
-  switch (t.val) {
+  switch (t.val()) {
     case Dtype::Val::float16: return 65504.0;
     case Dtype::Val::bfloat16: return 3.3895313892515355e38;
     case Dtype::Val::float64: return std::numeric_limits<double>::max();
@@ -407,6 +407,9 @@ array logical_and(const array& a, const array& b, StreamOrDevice s) {
 array logical_or(const array& a, const array& b, StreamOrDevice s) {
   return binary("logical_or", BinaryOp::LogicalOr, a, b, bool_, s);
 }
+array logical_xor(const array& a, const array& b, StreamOrDevice s) {
+  return not_equal(astype(a, bool_, s), astype(b, bool_, s), s);
+}
 array bitwise_and(const array& a, const array& b, StreamOrDevice s) {
   return binary("bitwise_and", BinaryOp::BitwiseAnd, a, b, integer_promoted("bitwise_and", a, b), s);
 }
@@ -455,5 +458,23 @@ array operator|(const array& a, const array& b) { return bitwise_or(a, b); }
 array operator^(const array& a, const array& b) { return bitwise_xor(a, b); }
 array operator<<(const array& a, const array& b) { return left_shift(a, b); }
 array operator>>(const array& a, const array& b) { return right_shift(a, b); }
+
+// ---- array-API additions ----------------------------------------------------------------
+
+array positive(const array& a, StreamOrDevice s) {
+  if (a.dtype() == bool_) {
+    throw_invalid_argument("positive", "input must be numeric; got bool.");
+  }
+  return copy(a, s);
+}
+
+array trunc(const array& a, StreamOrDevice s) {
+  if (a.dtype() == complex64) {
+    throw_invalid_argument("trunc", "input must be real; got complex64.");
+  }
+  if (!is_inexact(a.dtype())) return a;
+  // Toward zero: floor above zero, ceil below (NaN and infinities pass through both).
+  return where(less(a, zeros({}, a.dtype(), s), s), ceil(a, s), floor(a, s), s);
+}
 
 } // namespace nuvec

@@ -209,12 +209,18 @@ array shift(const char* op, const array& a, std::optional<std::vector<int>> axes
 
 } // namespace
 
-array fftshift(const array& a, std::optional<std::vector<int>> axes, StreamOrDevice s) {
-  return shift("fftshift", a, std::move(axes), false, s);
+array fftshift(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  return shift("fftshift", a, axes, false, s);
+}
+array fftshift(const array& a, StreamOrDevice s) {
+  return shift("fftshift", a, std::nullopt, false, s);
 }
 
-array ifftshift(const array& a, std::optional<std::vector<int>> axes, StreamOrDevice s) {
-  return shift("ifftshift", a, std::move(axes), true, s);
+array ifftshift(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  return shift("ifftshift", a, axes, true, s);
+}
+array ifftshift(const array& a, StreamOrDevice s) {
+  return shift("ifftshift", a, std::nullopt, true, s);
 }
 
 } // namespace nuvec::fft

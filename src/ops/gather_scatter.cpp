@@ -259,7 +259,14 @@ array masked_scatter(const array& a, const array& mask, const array& src, Stream
   }
   array m = mask;
   try {
-    m = broadcast_to(mask, a.shape(), s);
+    // MLX aligns a lower-rank mask with a's leading axes (mask (2,) selects rows of a
+    // (2, 3)), unlike NumPy broadcasting, which aligns trailing axes.
+    if (mask.ndim() < a.ndim()) {
+      Shape lead = mask.shape();
+      lead.resize(a.ndim(), 1);
+      m = reshape(mask, lead, s);
+    }
+    m = broadcast_to(m, a.shape(), s);
   } catch (const std::invalid_argument&) {
     throw_invalid_argument(op, "mask must broadcast to the array's shape ", a.shape(), "; got ", mask.shape(), ".");
   }

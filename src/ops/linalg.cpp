@@ -179,7 +179,7 @@ array norm(
         "linalg::norm", "norm '", ord, "' must reduce 2 axes; got 1 for an input of shape ", a.shape(), ".");
   }
   auto [row, col] = matrix_axes(a, ax);
-  if (ord == "fro") return norm(a, ax, keepdims, s);
+  if (ord == "fro" || ord == "f") return norm(a, ax, keepdims, s);
   if (ord == "nuc") {
     array r = sum(plane_singular_values(a, row, col, s), -1, false, s);
     return planes_result(r, row, col, keepdims, s);

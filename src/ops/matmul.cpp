@@ -240,6 +240,26 @@ array inner(const array& a, const array& b, StreamOrDevice s) {
   return tensordot(a, b, {-1}, {-1}, s);
 }
 
+array vecdot(const array& a, const array& b, int axis, StreamOrDevice s) {
+  const int nd = static_cast<int>(std::max(a.ndim(), b.ndim()));
+  if (axis < -nd || axis >= nd || std::min(a.ndim(), b.ndim()) == 0) {
+    throw_invalid_argument(
+        "vecdot", "axis ", axis, " must name a dimension of both inputs; got shapes ", a.shape(),
+        " and ", b.shape(), ".");
+  }
+  const int ax = axis < 0 ? axis + nd : axis;
+  // The axis counted from the end must exist in both and have equal sizes.
+  const int from_end = ax - nd;
+  if (-from_end > static_cast<int>(std::min(a.ndim(), b.ndim())) ||
+      a.shape(from_end) != b.shape(from_end)) {
+    throw_invalid_argument(
+        "vecdot", "a and b must have equal sizes along axis ", axis, "; got shapes ", a.shape(),
+        " and ", b.shape(), ".");
+  }
+  array x = a.dtype() == complex64 ? conjugate(a, s) : a;
+  return sum(multiply(x, b, s), from_end, false, s);
+}
+
 array kron(const array& a, const array& b, StreamOrDevice s) {
   if (a.ndim() == 0 || b.ndim() == 0) return multiply(a, b, s);
   size_t nd = std::max(a.ndim(), b.ndim());

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <algorithm>
+#include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include "core/errors.h"
@@ -11,8 +13,8 @@
 
 namespace nuvec {
 
-/// The axes, normalised to [0, ndim) and sorted. Throws std::out_of_range for an axis out
-/// of range and std::invalid_argument for a repeated axis, naming `op`.
+/// The axes, normalised to [0, ndim) and sorted. Throws std::invalid_argument for an axis
+/// out of range (MLX's normalize_axis_index) or a repeated axis, naming `op`.
 inline std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op) {
   std::vector<int> out;
   out.reserve(axes.size());
@@ -22,6 +24,20 @@ inline std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, c
     throw_invalid_argument(op, "axes must be unique; got ", Shape(axes.begin(), axes.end()), ".");
   }
   return out;
+}
+
+/// normalize_axes for reductions (sum, max, argmax, logsumexp, softmax, ...), which report
+/// an axis out of range as std::out_of_range, as MLX's compute_reduce_shape does.
+inline std::vector<int> normalize_reduce_axes(const std::vector<int>& axes, int ndim, const char* op) {
+  for (int a : axes) {
+    if (a < -ndim || a >= ndim) {
+      std::ostringstream msg;
+      msg << "[" << op << "] axis " << a << " is out of bounds for an array with " << ndim
+          << " dimensions.";
+      throw std::out_of_range(msg.str());
+    }
+  }
+  return normalize_axes(axes, ndim, op);
 }
 
 /// All axes of an ndim-dimensional array: 0, 1, ..., ndim - 1.
@@ -34,7 +50,7 @@ inline std::vector<int> all_axes(int ndim) {
 /// The dtype sums and products (and their scans) accumulate and return in: small integers
 /// widen to 32 bits (bool and signed to int32, unsigned to uint32), as MLX and NumPy.
 inline Dtype sum_dtype(Dtype t) {
-  switch (t.val) {
+  switch (t.val()) {
     case Dtype::Val::bool_:
     case Dtype::Val::int8:
     case Dtype::Val::int16: return int32;

@@ -3,13 +3,17 @@
 // Gumbel-max categorical). Each op validates, then composes public ops over RandomBits.
 #include "nuvec/random.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "backend/common/threefry.h"
+#include "nuvec/linalg.h"
 #include "ops/ops_common.h"
 #include "primitives/random.h"
 
@@ -17,29 +21,8 @@ namespace nuvec::random {
 
 namespace {
 
-// The global key sequence, advanced on the host so concurrent draws never share a graph.
-struct KeySequence {
-  std::mutex mutex;
-  threefry::Words key;
-};
-
 threefry::Words words_of(uint64_t seed) {
   return {static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(seed)};
-}
-
-KeySequence& key_sequence() {
-  static KeySequence seq{
-      {}, words_of(static_cast<uint64_t>(
-              std::chrono::system_clock::now().time_since_epoch().count()))};
-  return seq;
-}
-
-array next_key() {
-  auto& seq = key_sequence();
-  std::lock_guard<std::mutex> lock(seq.mutex);
-  auto [carry, sub] = threefry::split2(seq.key);
-  seq.key = carry;
-  return array({sub.x0, sub.x1});
 }
 
 void check_key(const std::optional<array>& key, const char* op) {
@@ -55,6 +38,17 @@ void check_key(const std::optional<array>& key, const char* op) {
 void check_floating(Dtype dtype, const char* op) {
   if (!issubdtype(dtype, floating)) {
     throw_invalid_argument(op, "dtype must be a real floating type; got ", dtype, ".");
+  }
+}
+
+// Throws unless `param` and `shape` broadcast together (NumPy rule, two-sided).
+void check_broadcastable(const Shape& param, const Shape& shape, const char* op, const char* what) {
+  for (size_t i = 0; i < std::min(param.size(), shape.size()); ++i) {
+    int32_t p = param[param.size() - 1 - i], d = shape[shape.size() - 1 - i];
+    if (p != 1 && d != 1 && p != d) {
+      throw_invalid_argument(op, what, " must broadcast with the requested shape ", shape,
+                             "; got ", param, ".");
+    }
   }
 }
 
@@ -81,26 +75,76 @@ float below_one(Dtype dtype) {
 
 } // namespace
 
+// ---------------------------------------------------------------------------------------
+// KeySequence: the key is kept as host words and split on the host (threefry::split2 gives
+// the words of MLX's split(key)), so a draw never waits on, or shares, a graph.
+
+KeySequence::KeySequence(uint64_t seed) {
+  auto w = words_of(seed);
+  k0_ = w.x0;
+  k1_ = w.x1;
+}
+
+KeySequence::KeySequence(const KeySequence& other) {
+  std::lock_guard<std::mutex> lock(other.mutex_);
+  k0_ = other.k0_;
+  k1_ = other.k1_;
+}
+
+KeySequence& KeySequence::operator=(const KeySequence& other) {
+  if (this == &other) return *this;
+  std::scoped_lock lock(mutex_, other.mutex_);
+  k0_ = other.k0_;
+  k1_ = other.k1_;
+  return *this;
+}
+
+void KeySequence::seed(uint64_t seed) {
+  auto w = words_of(seed);
+  std::lock_guard<std::mutex> lock(mutex_);
+  k0_ = w.x0;
+  k1_ = w.x1;
+}
+
+array KeySequence::next() {
+  threefry::Words sub;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [carry, subkey] = threefry::split2({k0_, k1_});
+    k0_ = carry.x0;
+    k1_ = carry.x1;
+    sub = subkey;
+  }
+  return array({sub.x0, sub.x1});
+}
+
+KeySequence& KeySequence::default_() {
+  static KeySequence ks(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count()));
+  return ks;
+}
+
 array key(uint64_t seed) {
   auto w = words_of(seed);
   return array({w.x0, w.x1});
 }
 
 void seed(uint64_t seed) {
-  auto& seq = key_sequence();
-  std::lock_guard<std::mutex> lock(seq.mutex);
-  seq.key = words_of(seed);
+  KeySequence::default_().seed(seed);
 }
 
 array bits(const Shape& shape, int width, const std::optional<array>& key_, StreamOrDevice s) {
-  check_key(key_, "bits");
+  // MLX takes the default sequence's key before any check.
+  array k = key_ ? *key_ : KeySequence::default_().next();
+  check_key(k, "bits");
   if (width != 1 && width != 2 && width != 4) {
     throw_invalid_argument("bits", "width must be 1, 2 or 4 bytes; got ", width, ".");
   }
   for (auto d : shape) {
     if (d < 0) throw_invalid_argument("bits", "shape must have no negative dimension; got ", shape, ".");
   }
-  array k = key_ ? *key_ : next_key();
   Dtype t = width == 1 ? uint8 : width == 2 ? uint16 : uint32;
   return array(shape, t, std::make_shared<RandomBits>(to_stream(s), shape, width), {k});
 }
@@ -154,22 +198,28 @@ array normal(
     throw_invalid_argument("normal", "dtype must be a real floating type or complex64; got ", dtype, ".");
   }
   check_key(key, "normal");
-  if (loc) check_broadcasts_to(loc->shape(), shape, "normal", "loc");
-  if (scale) check_broadcasts_to(scale->shape(), shape, "normal", "scale");
   array low(std::nextafter(-1.0f, 0.0f), float32);
   array high(1.0f, float32);
+  // MLX checks loc and scale only when it combines them with the samples (the key is drawn).
+  auto check_params = [&] {
+    if (loc) check_broadcastable(loc->shape(), shape, "normal", "loc");
+    if (scale) check_broadcastable(scale->shape(), shape, "normal", "scale");
+    if (loc && scale) check_broadcastable(loc->shape(), scale->shape(), "normal", "loc (with scale)");
+  };
   if (dtype == complex64) {
     // erfinv of a uniform on (-1, 1) has variance 1/2: one draw per part, paired along a
     // trailing axis of 2 and read as (real, imaginary), so E|z|^2 = 1.
     Shape parts = shape;
     parts.push_back(2);
     array z = erfinv(uniform(low, high, parts, float32, key, s), s);
+    check_params();
     z = squeeze(view(z, complex64, s), -1, s);
     if (scale) z = multiply(*scale, z, s);
     if (loc) z = add(*loc, z, s);
     return z;
   }
   array u = uniform(low, high, shape, float32, key, s);
+  check_params();
   array applied_scale(std::sqrt(2.0), dtype);
   if (scale) applied_scale = multiply(applied_scale, astype(*scale, dtype, s), s);
   array out = multiply(applied_scale, astype(erfinv(u, s), dtype, s), s);
@@ -207,8 +257,10 @@ array multivariate_normal(
                            " and shape must broadcast; got shape ", shape, ".");
   }
   out_shape.push_back(n);
-  array c = astype(cov, float32, s);
-  array factor(c.shape(), float32, std::make_shared<CovarianceSqrt>(to_stream(s)), {c});
+  // MLX's factor: (U * sqrt(S)) @ Vt, the SVD in float32.
+  auto usv = linalg::svd(astype(cov, float32, s), true, s);
+  array factor = astype(
+      matmul(multiply(usv[0], expand_dims(sqrt(usv[1], s), -2, s), s), usv[2], s), dtype, s);
   array z = normal(out_shape, dtype, 0.0f, 1.0f, key, s);
   array scaled = squeeze(matmul(expand_dims(z, -2, s), factor, s), -2, s);
   return add(mean, scaled, s);
@@ -256,12 +308,14 @@ array bernoulli(const array& p, const Shape& shape, const std::optional<array>& 
     throw_invalid_argument("bernoulli", "p must have a floating dtype; got ", p.dtype(), ".");
   }
   check_key(key, "bernoulli");
-  check_broadcasts_to(p.shape(), shape, "bernoulli", "p");
   // p scaled to [0, next float above 2^32 - 1], so p >= 1 is always true and p <= 0 never.
   array upper(std::nextafter(static_cast<float>(std::numeric_limits<uint32_t>::max()),
                              std::numeric_limits<float>::max()),
               float32);
-  return less(bits(shape, 4, key, s), multiply(p, upper, s), s);
+  array b = bits(shape, 4, key, s);
+  // MLX checks the shape on the result, after the key is drawn.
+  check_broadcasts_to(p.shape(), shape, "bernoulli", "p");
+  return less(b, multiply(p, upper, s), s);
 }
 
 array bernoulli(const array& p, const std::optional<array>& key, StreamOrDevice s) {
@@ -401,12 +455,16 @@ array laplace(
 }
 
 array permutation(const array& x, int axis, const std::optional<array>& key, StreamOrDevice s) {
-  int ax = normalize_axis_index(axis, static_cast<int>(x.ndim()), "permutation");
+  // MLX reads x.shape(axis), which throws std::out_of_range for an axis out of range.
+  const int nd = static_cast<int>(x.ndim());
+  if (axis < -nd || axis >= nd) {
+    throw std::out_of_range(
+        "[permutation] axis " + std::to_string(axis) + " is out of bounds for an array with " +
+        std::to_string(nd) + " dimensions.");
+  }
+  const int ax = axis < 0 ? axis + nd : axis;
   check_key(key, "permutation");
-  array idx = permutation(x.shape(ax), key, s);
-  Shape ishape(x.ndim(), 1);
-  ishape[ax] = x.shape(ax);
-  return take_along_axis(x, reshape(idx, ishape, s), ax, s);
+  return take(x, permutation(x.shape(ax), key, s), ax, s);
 }
 
 array permutation(int x, const std::optional<array>& key, StreamOrDevice s) {

@@ -69,7 +69,7 @@ array scalar(double value, Dtype dtype) {
 // all, any
 
 array all(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "all");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "all");
   return reduce_node(a, ReduceOp::And, ax, keepdims, bool_, s);
 }
 array all(const array& a, bool keepdims, StreamOrDevice s) {
@@ -83,7 +83,7 @@ array all(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 }
 
 array any(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "any");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "any");
   return reduce_node(a, ReduceOp::Or, ax, keepdims, bool_, s);
 }
 array any(const array& a, bool keepdims, StreamOrDevice s) {
@@ -100,7 +100,7 @@ array any(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 // sum, prod
 
 array sum(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "sum");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "sum");
   return reduce_node(a, ReduceOp::Sum, ax, keepdims, sum_dtype(a.dtype()), s);
 }
 array sum(const array& a, bool keepdims, StreamOrDevice s) {
@@ -114,7 +114,7 @@ array sum(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 }
 
 array prod(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "prod");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "prod");
   return reduce_node(a, ReduceOp::Prod, ax, keepdims, sum_dtype(a.dtype()), s);
 }
 array prod(const array& a, bool keepdims, StreamOrDevice s) {
@@ -131,7 +131,7 @@ array prod(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 // mean, var, std
 
 array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "mean");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "mean");
   Dtype dt = float_result_type(a.dtype());
   Dtype acc = float_accumulate_type(dt);
   array total = reduce_node(a, ReduceOp::Sum, ax, keepdims, acc, s);
@@ -152,7 +152,7 @@ array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 // Two passes (the mean, then squared deviations) rather than E[x^2] - E[x]^2, which
 // cancels catastrophically when the mean is large.
 array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "var");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "var");
   Dtype dt = float_result_type(a.dtype());
   Dtype acc = float_accumulate_type(dt);
   array x = astype(a, acc, s);
@@ -173,7 +173,7 @@ array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
 }
 
 array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
-  normalize_axes(axes, static_cast<int>(a.ndim()), "std");
+  normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "std");
   return sqrt(var(a, axes, keepdims, ddof, s), s);
 }
 array std(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
@@ -190,7 +190,7 @@ array std(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
 // max, min
 
 array max(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "max");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "max");
   check_not_empty(a, ax, "max");
   return reduce_node(a, ReduceOp::Max, ax, keepdims, a.dtype(), s);
 }
@@ -205,7 +205,7 @@ array max(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 }
 
 array min(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "min");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "min");
   check_not_empty(a, ax, "min");
   return reduce_node(a, ReduceOp::Min, ax, keepdims, a.dtype(), s);
 }
@@ -225,7 +225,7 @@ array min(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 namespace {
 
 array arg_reduce(const array& a, int axis, bool keepdims, ArgReduceOp op, const char* name, StreamOrDevice s) {
-  int ax = normalize_axis_index(axis, static_cast<int>(a.ndim()), name);
+  int ax = normalize_reduce_axes({axis}, static_cast<int>(a.ndim()), name)[0];
   check_not_empty(a, {ax}, name);
   array out(
       keepdims_shape(a.shape(), {ax}),
@@ -272,7 +272,7 @@ array argmax(const array& a, StreamOrDevice s) {
 // Shifted by the (gradient-free) max; an infinite max is replaced by 0 so that rows of -inf
 // give -inf (not NaN) and rows holding +inf give +inf. NaN propagates through the max.
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "logsumexp");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "logsumexp");
   Dtype dt = float_result_type(a.dtype());
   Dtype acc = float_accumulate_type(dt);
   array x = astype(a, acc, s);
@@ -298,7 +298,7 @@ array logsumexp(const array& a, int axis, bool keepdims, StreamOrDevice s) {
 }
 
 array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "softmax");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "softmax");
   Dtype dt = float_result_type(a.dtype());
   // Half inputs always normalise in float32: a float16 denominator overflows past 65504
   // terms (NumPy's answer over MLX's; `precise` is kept for API compatibility).
@@ -327,13 +327,36 @@ array softmax(const array& a, int axis, bool precise, StreamOrDevice s) {
 // ---------------------------------------------------------------------------------------
 // count_nonzero, median
 
+array number_of_elements(
+    const array& a,
+    std::vector<int> axes,
+    bool inverted,
+    Dtype dtype,
+    StreamOrDevice s) {
+  if (dtype == bool_ || dtype == complex64) {
+    throw_invalid_argument(
+        "number_of_elements", "dtype must be a real numeric type; got ", dtype, ".");
+  }
+  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "number_of_elements");
+  std::vector<bool> picked(a.ndim(), false);
+  for (int d : ax) picked[d] = true;
+  double n = 1;
+  for (size_t d = 0; d < a.ndim(); ++d) {
+    if (picked[d] != inverted) n *= a.shape(static_cast<int>(d));
+  }
+  return astype(array(n, float64), dtype, s);
+}
+
 array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "count_nonzero");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "count_nonzero");
   // "!= 0" is the bool cast; NaN counts as non-zero (NumPy).
   return reduce_node(astype(a, bool_, s), ReduceOp::Sum, ax, keepdims, int32, s);
 }
 array count_nonzero(const array& a, int axis, bool keepdims, StreamOrDevice s) {
   return count_nonzero(a, std::vector<int>{axis}, keepdims, s);
+}
+array count_nonzero(const array& a, bool keepdims, StreamOrDevice s) {
+  return count_nonzero(a, all_axes(static_cast<int>(a.ndim())), keepdims, s);
 }
 array count_nonzero(const array& a, StreamOrDevice s) {
   return count_nonzero(a, all_axes(static_cast<int>(a.ndim())), false, s);
@@ -342,7 +365,7 @@ array count_nonzero(const array& a, StreamOrDevice s) {
 // The reduced axes are moved last and flattened into rows that are sorted; NaNs sort last,
 // so a row holding one has a NaN as its last element and its median is NaN.
 array median(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "median");
+  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "median");
   Dtype dt = float_result_type(a.dtype());
   array x = astype(a, dt, s);
   Shape out_shape = keepdims ? keepdims_shape(a.shape(), ax) : Shape{};

@@ -58,6 +58,12 @@ array cumprod(const array& a, int axis, bool reverse, bool inclusive, StreamOrDe
 array cumprod(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
   return cumprod(flat(a, s), 0, reverse, inclusive, s);
 }
+array cumsum(const array& a, int axis, bool reverse, bool inclusive, Dtype dtype, StreamOrDevice s) {
+  return cumsum(astype(a, dtype, s), axis, reverse, inclusive, s);
+}
+array cumprod(const array& a, int axis, bool reverse, bool inclusive, Dtype dtype, StreamOrDevice s) {
+  return cumprod(astype(a, dtype, s), axis, reverse, inclusive, s);
+}
 array cummax(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
   return scan(a, axis, reverse, inclusive, ScanOp::Max, "cummax", s);
 }
@@ -131,7 +137,11 @@ array topk(const array& a, int k, StreamOrDevice s) {
   return topk(flat(a, s), k, 0, s);
 }
 
-array searchsorted(const array& a, const array& v, bool right, StreamOrDevice s) {
+array searchsorted(const array& a, const array& v, const std::string& side, StreamOrDevice s) {
+  if (side != "left" && side != "right") {
+    throw_invalid_argument("searchsorted", "side must be \"left\" or \"right\"; got \"", side, "\".");
+  }
+  const bool right = side == "right";
   if (a.ndim() != 1) {
     throw_invalid_argument("searchsorted", "a must be 1-d; got shape ", a.shape(), ".");
   }
@@ -144,6 +154,9 @@ array searchsorted(const array& a, const array& v, bool right, StreamOrDevice s)
                        : logical_or(less(a, vv, s),
                              logical_and(isnan(vv, s), logical_not(isnan(a, s), s), s), s);
   return astype(sum(before, -1, false, s), uint32, s);
+}
+array searchsorted(const array& a, const array& v, const char* side, StreamOrDevice s) {
+  return searchsorted(a, v, std::string(side), s);
 }
 
 } // namespace nuvec

@@ -1,8 +1,12 @@
 // nuvec: slicing and joining ops: slice, slice_update, split, concatenate, stack, unstack,
 // repeat, tile, pad, roll, flip, diagonal, diag, trace. Semantics are NumPy's (bounds as
 // Python's slice.indices, split/tile/roll/pad as numpy); signatures and defaults are MLX's.
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <numeric>
+#include <sstream>
+#include <stdexcept>
 
 #include "core/errors.h"
 #include "ops/ops_common.h"
@@ -409,6 +413,13 @@ array pad(
           "pad", "pad sizes must be non-negative; got low ", low_pad_size, " and high ",
           high_pad_size, ".");
     }
+    // Shapes are int32: a padded size past 2^31 - 1 is rejected, never wrapped (MLX).
+    if (int64_t{a.shape(ax[i])} + low_pad_size[i] + high_pad_size[i] > INT32_MAX) {
+      std::ostringstream msg;
+      msg << "[pad] the padded size of axis " << axes[i] << " (" << a.shape(ax[i]) << " + "
+          << low_pad_size[i] << " + " << high_pad_size[i] << ") overflows int32.";
+      throw std::overflow_error(msg.str());
+    }
   }
   if (mode == "constant") {
     if (pad_value.size() != 1) {
@@ -425,7 +436,9 @@ array pad(
     array value = reshape(cast_if_needed(pad_value, a.dtype(), s), {}, s);
     return slice_update(full(out, value, a.dtype(), s), a, start, stop, s);
   }
-  if (mode == "edge") {
+  if (mode == "edge" || mode == "reflect" || mode == "symmetric") {
+    // Each padded axis becomes a take with a table of source indices (NumPy's rules, a
+    // reflection repeated when the pad is wider than the axis).
     array out = a;
     for (size_t i = 0; i < ax.size(); ++i) {
       int d = ax[i];
@@ -433,22 +446,33 @@ array pad(
       if (lo == 0 && hi == 0) continue;
       if (n == 0) {
         throw_invalid_argument(
-            "pad", "an axis padded in edge mode must not be empty; got shape ", a.shape(), ".");
+            "pad", "an axis padded in ", mode, " mode must not be empty; got shape ", a.shape(),
+            ".");
       }
-      std::vector<array> parts;
-      auto edge = [&](int32_t at, int32_t count) {
-        Shape wide = out.shape();
-        wide[d] = count;
-        parts.push_back(broadcast_to(axis_slice(out, d, at, at + 1, s), wide, s));
-      };
-      if (lo > 0) edge(0, lo);
-      parts.push_back(out);
-      if (hi > 0) edge(n - 1, hi);
-      out = concatenate(std::move(parts), d, s);
+      std::vector<int32_t> index(static_cast<size_t>(lo) + n + hi);
+      for (int64_t p = -lo; p < int64_t{n} + hi; ++p) {
+        int64_t src;
+        if (mode == "edge") {
+          src = std::clamp<int64_t>(p, 0, n - 1);
+        } else if (mode == "reflect") {
+          const int64_t period = 2 * (int64_t{n} - 1);
+          int64_t m = period == 0 ? 0 : ((p % period) + period) % period;
+          src = m < n ? m : period - m;
+        } else {
+          const int64_t period = 2 * int64_t{n};
+          int64_t m = ((p % period) + period) % period;
+          src = m < n ? m : period - 1 - m;
+        }
+        index[p + lo] = static_cast<int32_t>(src);
+      }
+      array table(index.begin(), {static_cast<int32_t>(index.size())}, int32);
+      out = take(out, table, d, s);
     }
     return out;
   }
-  throw_invalid_argument("pad", "mode must be \"constant\" or \"edge\"; got \"", mode, "\".");
+  throw_invalid_argument(
+      "pad", "mode must be \"constant\", \"edge\", \"reflect\" or \"symmetric\"; got \"", mode,
+      "\".");
 }
 
 array pad(
@@ -547,6 +571,10 @@ array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s) {
   return record_slice(a, start, stop, strides, s);
 }
 
+array flip(const array& a, int axis, StreamOrDevice s) {
+  return flip(a, std::vector<int>{axis}, s);
+}
+
 array flip(const array& a, StreamOrDevice s) {
   return flip(a, all_axes(static_cast<int>(a.ndim())), s);
 }
@@ -560,8 +588,9 @@ array diagonal(const array& a, int offset, int axis1, int axis2, StreamOrDevice 
     throw_invalid_argument(
         "diagonal", "a must have at least 2 dimensions; got shape ", a.shape(), ".");
   }
-  int ax1 = normalize_axis_index(axis1, nd, "diagonal");
-  int ax2 = normalize_axis_index(axis2, nd, "diagonal");
+  // MLX reports diagonal's axes out of range as std::out_of_range, like a reduction's.
+  int ax1 = normalize_reduce_axes({axis1}, nd, "diagonal")[0];
+  int ax2 = normalize_reduce_axes({axis2}, nd, "diagonal")[0];
   if (ax1 == ax2) {
     throw_invalid_argument(
         "diagonal", "axis1 and axis2 must differ; got ", axis1, " and ", axis2, ".");
@@ -618,8 +647,8 @@ array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype, Strea
     throw_invalid_argument("trace", "a must have at least 2 dimensions; got shape ", a.shape(), ".");
   }
   int nd = static_cast<int>(a.ndim());
-  int ax1 = normalize_axis_index(axis1, nd, "trace");
-  int ax2 = normalize_axis_index(axis2, nd, "trace");
+  int ax1 = normalize_reduce_axes({axis1}, nd, "trace")[0]; // out_of_range, as diagonal
+  int ax2 = normalize_reduce_axes({axis2}, nd, "trace")[0];
   if (ax1 == ax2) {
     throw_invalid_argument("trace", "axis1 and axis2 must differ; got ", axis1, " and ", axis2, ".");
   }

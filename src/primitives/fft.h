@@ -27,6 +27,8 @@ class FFT : public Primitive {
   bool inverse() const { return inverse_; }
   bool real() const { return real_; }
   int real_length() const { return real_length_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::tuple<std::vector<int>, bool, bool, int> state() const { return {axes_, inverse_, real_, real_length_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:

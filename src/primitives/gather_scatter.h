@@ -18,6 +18,8 @@ class Gather : public Primitive {
   const std::vector<int>& axes() const { return axes_; }
   const Shape& slice_sizes() const { return slice_sizes_; }
   const char* op() const { return op_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::tuple<std::vector<int>, Shape, const char*> state() const { return {axes_, slice_sizes_, op_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:
@@ -38,6 +40,8 @@ class Scatter : public Primitive {
   Scatter(Stream stream, ScatterMode mode, std::vector<int> axes)
       : Primitive(stream), mode_(mode), axes_(std::move(axes)) {}
   ScatterMode mode() const { return mode_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::pair<ScatterMode, std::vector<int>> state() const { return {mode_, axes_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:
@@ -52,6 +56,8 @@ class Scatter : public Primitive {
 class MaskedRank : public Primitive {
  public:
   MaskedRank(Stream stream, int start_axis) : Primitive(stream), start_axis_(start_axis) {}
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  int state() const { return start_axis_; }
   NUVEC_PRIMITIVE_RULES()
 
  private:

@@ -30,6 +30,8 @@ class Linalg : public Primitive {
   LinalgOp op() const { return op_; }
   bool upper() const { return upper_; }
   bool compute() const { return compute_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::tuple<LinalgOp, bool, bool> state() const { return {op_, upper_, compute_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:

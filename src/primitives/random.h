@@ -14,6 +14,8 @@ class RandomBits : public Primitive {
  public:
   RandomBits(Stream stream, Shape shape, int width)
       : Primitive(stream), shape_(std::move(shape)), width_(width) {}
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::pair<Shape, int> state() const { return {shape_, width_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:
@@ -22,8 +24,10 @@ class RandomBits : public Primitive {
 };
 
 /// U diag(sqrt(S)) V^T from the SVD of each (n, n) matrix of the input (..., n, n): the
-/// symmetric square root of a positive semi-definite covariance (MLX's multivariate_normal
-/// factor). float32 or float64; computed in float64 by LAPACKE_dgesvd. No derivative (throws).
+/// symmetric square root of a positive semi-definite covariance. float32 or float64;
+/// computed in float64 by LAPACKE_dgesvd. No derivative (throws). No longer used:
+/// random::multivariate_normal now builds MLX's graph on linalg::svd; kept until its
+/// kernels (src/backend/cpu/random.cpp, no_gpu, cuda/on_host.cpp) are removed with it.
 class CovarianceSqrt : public Primitive {
  public:
   explicit CovarianceSqrt(Stream stream) : Primitive(stream) {}

@@ -17,6 +17,8 @@ class Scan : public Primitive {
   Scan(Stream stream, ScanOp op, int axis, bool reverse, bool inclusive)
       : Primitive(stream), op_(op), axis_(axis), reverse_(reverse), inclusive_(inclusive) {}
   ScanOp op() const { return op_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::tuple<ScanOp, int, bool, bool> state() const { return {op_, axis_, reverse_, inclusive_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:

@@ -17,6 +17,8 @@ class Softmax : public Primitive {
   Softmax(Stream stream, bool precise) : Primitive(stream), precise_(precise) {}
   /// The flag the op was called with (no effect on the result; see the class comment).
   bool precise() const { return precise_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  bool state() const { return precise_; }
   NUVEC_PRIMITIVE_RULES()
 
  private:

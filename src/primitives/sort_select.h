@@ -13,6 +13,8 @@ namespace nuvec {
 class Partition : public Primitive {
  public:
   Partition(Stream stream, int kth, int axis) : Primitive(stream), kth_(kth), axis_(axis) {}
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::pair<int, int> state() const { return {kth_, axis_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:
@@ -24,6 +26,8 @@ class Partition : public Primitive {
 class ArgPartition : public Primitive {
  public:
   ArgPartition(Stream stream, int kth, int axis) : Primitive(stream), kth_(kth), axis_(axis) {}
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::pair<int, int> state() const { return {kth_, axis_}; }
   NUVEC_PRIMITIVE_RULES()
 
  private:

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/errors.h"
+#include "core/scheduler.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
 #include "nuvec/utils.h"
@@ -161,6 +162,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp(
     std::vector<array> vjps;
     {
       detail::RetainGraph retain;
+      detail::DefaultStreamScope on_stream(s); // the rule's ops run on the primal's stream
       vjps = a.primitive().vjp(a.inputs(), cotangents, args, outs);
     }
     if (vjps.size() != args.size()) {
@@ -245,6 +247,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(
         ts.push_back(t->second);
       }
     }
+    detail::DefaultStreamScope on_stream(a.primitive().stream()); // rule ops on its stream
     auto jvps = a.primitive().jvp(a.inputs(), ts, args);
     auto outs = a.outputs();
     if (jvps.size() != outs.size()) {

@@ -1,7 +1,8 @@
-// nuvec::nn: the nn generator, until nuvec's random module exists. Initialisers draw on the
-// host from one std::mt19937_64; Dropout masks come from a counter-based hash (splitmix64
-// over (key, call counter, element index)), isolated in src/nn/random.cpp so that the random
-// module can replace both without touching the layers.
+// nuvec::nn: the draws of the nn layers (initial weights, Dropout masks). Every draw is a
+// nuvec::random op without a key, so it takes the next key of the default key sequence:
+// random::seed(s) (or nn::seed(s)) followed by the same construction and calls gives the same
+// weights and masks, and the same numbers as MLX's Python nn (its layers' init formulas, with
+// Python floats passed as float32 arrays). Implemented in src/nn/random.cpp.
 #pragma once
 
 #include <cstdint>
@@ -10,21 +11,25 @@
 
 namespace nuvec::nn {
 
-/// Reseeds the nn generator: the initialisers' std::mt19937_64 and the Dropout key (the
-/// Dropout call counter restarts at 0). Same seed, same construction order: same weights and
-/// masks. The initial seed is 0.
+/// random::seed(s): restarts the default key sequence, which the initialisers and Dropout
+/// draw from (kept for code written before nn used nuvec::random).
 void seed(uint64_t s);
 
 namespace init {
-/// Samples of uniform[low, high) of `shape`, drawn on the host, as dtype (floating).
-/// Throws std::invalid_argument ("[nn.init.uniform] ...") when low > high.
+/// random::uniform(array(float(low)), array(float(high)), shape, dtype): samples of
+/// uniform[low, high) as dtype (floating), one key of the default sequence. MLX's Python
+/// `mx.random.uniform(low=low, high=high, shape=shape, dtype=dtype)`.
+/// Throws std::invalid_argument ("[nn.init.uniform] ...") when low > high, before drawing.
 array uniform(const Shape& shape, double low, double high, Dtype dtype = float32);
-/// Samples of normal(mean, std^2), drawn on the host, as dtype (floating).
-/// Throws std::invalid_argument ("[nn.init.normal] ...") when std < 0.
+/// random::normal(shape, dtype, float(mean), float(std)): samples of normal(mean, std^2) as
+/// dtype (floating), one key of the default sequence. MLX's Python
+/// `mx.random.normal(shape=shape, dtype=dtype, loc=mean, scale=std)`.
+/// Throws std::invalid_argument ("[nn.init.normal] ...") when std < 0, before drawing.
 array normal(const Shape& shape, double mean = 0.0, double std = 1.0, Dtype dtype = float32);
-/// A mask of `shape` whose elements are 1 with probability keep_prob and 0 otherwise, from
-/// the counter-based generator (each call advances the counter). Dtype: dtype.
-/// Throws std::invalid_argument when keep_prob is outside [0, 1].
+/// astype(random::bernoulli(array(float(keep_prob)), shape), dtype): 1 with probability
+/// keep_prob, else 0, one key of the default sequence (MLX's Dropout mask,
+/// `mx.random.bernoulli(1 - p, x.shape)`). Throws std::invalid_argument when keep_prob is
+/// outside [0, 1].
 array bernoulli_mask(const Shape& shape, double keep_prob, Dtype dtype = float32);
 } // namespace init
 

@@ -17,10 +17,14 @@ struct complex64_t : public std::complex<float> {
       : std::complex<float>(float(c.real()), float(c.imag())) {}
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
   complex64_t(T v) : std::complex<float>(static_cast<float>(v), 0.0f) {}
+  /// The real part, implicitly, as MLX's complex64_t converts (so `float f = c;` and
+  /// `doctest::Approx(c)` compile as they do against MLX).
+  operator float() const { return real(); }
   template <
       typename T,
       typename = std::enable_if_t<
-          std::is_arithmetic_v<T> || std::is_convertible_v<T, float>>>
+          (std::is_arithmetic_v<T> || std::is_convertible_v<T, float>) &&
+          !std::is_same_v<T, float>>>
   explicit operator T() const {
     return static_cast<T>(real());
   }

@@ -15,7 +15,7 @@ namespace nuvec {
 /// Calls f.template operator()<T>() with T the element type of dtype.
 template <typename F>
 decltype(auto) dispatch_all_types(Dtype dtype, F&& f) {
-  switch (dtype.val) {
+  switch (dtype.val()) {
     case Dtype::Val::bool_: return f.template operator()<bool>();
     case Dtype::Val::uint8: return f.template operator()<uint8_t>();
     case Dtype::Val::uint16: return f.template operator()<uint16_t>();
@@ -95,8 +95,16 @@ inline To cast_to(From v) {
     return To(static_cast<float>(v));
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     // Float to integer: C truncation where the value fits; NaN and out-of-range values are
-    // undefined in C++, so clamp them to a defined result instead (0 for NaN).
+    // undefined in C++, so define them: 0 for NaN; unsigned targets wrap modulo 2^bits
+    // through int64/uint64 as NumPy, MLX and PyTorch do on x86 (-1.0 -> 255 for uint8);
+    // signed targets clamp to their range.
     if (!(v == v)) return To(0);
+    if constexpr (std::is_unsigned_v<To>) {
+      if (v >= static_cast<From>(18446744073709551616.0)) return std::numeric_limits<To>::max();
+      if (v >= 0) return static_cast<To>(static_cast<uint64_t>(v));
+      if (v <= static_cast<From>(-9223372036854775808.0)) return To(0);
+      return static_cast<To>(static_cast<uint64_t>(static_cast<int64_t>(v)));
+    }
     if (v <= static_cast<From>(std::numeric_limits<To>::lowest())) {
       return std::numeric_limits<To>::lowest();
     }

@@ -1,5 +1,7 @@
-// nuvec: CUDA device discovery and error checking: is_available/device_count/device_info for
-// nuvec's device API, and the check helpers every CUDA file uses.
+// nuvec: CUDA device discovery and error checking: gpu:: and cu:: is_available/device_count/
+// device_info (the keys of MLX's mlx/backend/cuda/device_info.cpp, from
+// cudaGetDeviceProperties), and the check helpers every CUDA file uses.
+#include <cstdio>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -7,6 +9,7 @@
 
 #include "backend/cuda/cuda_utils.h"
 #include "backend/gpu.h"
+#include "nuvec/backend/cuda/cuda.h"
 
 namespace nuvec {
 
@@ -57,6 +60,18 @@ const Devices& devices() {
       m["l2_cache_size"] = static_cast<size_t>(p.l2CacheSize);
       m["max_shared_memory_per_block"] = static_cast<size_t>(p.sharedMemPerBlockOptin);
       m["max_threads_per_block"] = static_cast<size_t>(p.maxThreadsPerBlock);
+      m["compute_capability_major"] = static_cast<size_t>(p.major);
+      m["compute_capability_minor"] = static_cast<size_t>(p.minor);
+      char text[64];
+      const auto* u = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
+      std::snprintf(
+          text, sizeof(text),
+          "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+          u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+      m["uuid"] = std::string(text);
+      std::snprintf(
+          text, sizeof(text), "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
+      m["pci_bus_id"] = std::string(text);
     }
     return d;
   }());
@@ -101,9 +116,37 @@ const std::unordered_map<std::string, std::variant<std::string, size_t>>& device
         "[device_info] GPU index " + std::to_string(index) + " out of range: " +
         std::to_string(d.count) + " device(s).");
   }
-  return d.info[index];
+  // The properties are queried once; "free_memory" changes, so each call answers with a
+  // per-thread copy that has it refreshed (as MLX does), from cudaMemGetInfo on that device.
+  thread_local std::unordered_map<std::string, std::variant<std::string, size_t>> info;
+  info = d.info[index];
+  int previous = 0;
+  size_t free_bytes = 0, total_bytes = 0;
+  bool ok = cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(index) == cudaSuccess;
+  if (ok) {
+    ok = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+    ok = cudaSetDevice(previous) == cudaSuccess && ok;
+  }
+  if (ok) {
+    info["free_memory"] = free_bytes;
+  } else {
+    cudaGetLastError(); // leave no error behind for this thread's next check
+  }
+  return info;
 }
 
 } // namespace gpu
+
+namespace cu {
+
+bool is_available() {
+  return true;
+}
+
+const std::unordered_map<std::string, std::variant<std::string, size_t>>& device_info(int index) {
+  return gpu::device_info(index);
+}
+
+} // namespace cu
 
 } // namespace nuvec

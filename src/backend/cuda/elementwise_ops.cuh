@@ -51,7 +51,8 @@ __device__ __forceinline__ O store_as(R r) {
 /// (backend/common/dispatch.h, NumPy's): to bool is "!= 0" (either part for complex);
 /// complex to real takes the real part; real to complex goes through float; halves convert
 /// through float (so double -> half rounds twice, as on the host); float -> integer truncates
-/// where it fits, gives 0 for NaN and clamps out-of-range values to the integer's range;
+/// where it fits, gives 0 for NaN, wraps out-of-range values into unsigned targets modulo
+/// 2^bits and clamps them to a signed target's range;
 /// everything else is C++'s static_cast (integers wrap).
 template <typename To, typename From>
 __device__ __forceinline__ To cast_to(From v) {
@@ -71,8 +72,17 @@ __device__ __forceinline__ To cast_to(From v) {
   } else if constexpr (is_half_device_v<To>) {
     return float_to_half<To>(static_cast<float>(v));
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    // C++ leaves NaN and out-of-range conversions undefined; the host defines them this way.
+    // C++ leaves NaN and out-of-range conversions undefined; the host defines them this way
+    // (backend/common/dispatch.h: unsigned targets wrap, signed ones clamp).
     if (!(v == v)) return To(0);
+    if constexpr (std::is_unsigned_v<To>) {
+      if (v >= static_cast<From>(18446744073709551616.0)) {
+        return cuda::std::numeric_limits<To>::max();
+      }
+      if (v >= 0) return static_cast<To>(static_cast<unsigned long long>(v));
+      if (v <= static_cast<From>(-9223372036854775808.0)) return To(0);
+      return static_cast<To>(static_cast<unsigned long long>(static_cast<long long>(v)));
+    }
     if (v <= static_cast<From>(cuda::std::numeric_limits<To>::lowest())) {
       return cuda::std::numeric_limits<To>::lowest();
     }

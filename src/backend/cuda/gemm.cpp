@@ -98,7 +98,7 @@ struct TypeInfo {
 /// The cuBLASLt types of dtype; throws std::invalid_argument naming matmul for dtypes
 /// cuBLASLt does not multiply here (integers, bool).
 TypeInfo type_info(Dtype dtype) {
-  switch (dtype.val) {
+  switch (dtype.val()) {
     case Dtype::Val::float16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F, 2};
     case Dtype::Val::bfloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F, 2};
     case Dtype::Val::float32:
@@ -247,7 +247,7 @@ std::shared_ptr<Plan> get_plan(
   int64_t sa = batch > 1 ? a.batch_stride : 0, sb = batch > 1 ? b.batch_stride : 0;
   int64_t sd = batch > 1 ? out.batch_stride : 0;
   PlanKey key = {
-      device, static_cast<int64_t>(dtype.val), static_cast<int64_t>(t.compute),
+      device, static_cast<int64_t>(dtype.val()), static_cast<int64_t>(t.compute),
       m, n, k, batch,
       a.col_major, a.ld, sa, b.col_major, b.ld, sb, out.ld, sd,
       align[0], align[1], align[2], align[3]};

@@ -33,7 +33,7 @@ enum class IndexType : int { i8, i16, i32, i64, u8, u16, u32, u64 };
 /// IndexType of dtype; throws std::invalid_argument naming op for non-integer dtypes (the
 /// CPU kernels' rule).
 inline IndexType index_type(Dtype dtype, const char* op) {
-  switch (dtype.val) {
+  switch (dtype.val()) {
     case Dtype::Val::int8: return IndexType::i8;
     case Dtype::Val::int16: return IndexType::i16;
     case Dtype::Val::int32: return IndexType::i32;

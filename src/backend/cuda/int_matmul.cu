@@ -138,7 +138,7 @@ void launch(const array& a_in, const array& b_in, array& out) {
 } // namespace
 
 void integer_matmul(const array& a, const array& b, array& out) {
-  switch (out.dtype().val) {
+  switch (out.dtype().val()) {
     case Dtype::Val::bool_: return launch<bool>(a, b, out);
     case Dtype::Val::uint8: return launch<uint8_t>(a, b, out);
     case Dtype::Val::uint16: return launch<uint16_t>(a, b, out);

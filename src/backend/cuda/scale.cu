@@ -33,7 +33,7 @@ void launch(void* data, int64_t n, Acc s) {
 void scale_in_place(void* data, Dtype dtype, int64_t count, double factor) {
   if (count <= 0) return;
   const float f = static_cast<float>(factor);
-  switch (dtype.val) {
+  switch (dtype.val()) {
     case Dtype::Val::float16: launch<__half, float>(data, count, f); break;
     case Dtype::Val::bfloat16: launch<__nv_bfloat16, float>(data, count, f); break;
     case Dtype::Val::float32: launch<float, float>(data, count, f); break;

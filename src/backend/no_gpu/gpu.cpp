@@ -1,11 +1,32 @@
-// nuvec: the GPU entry points of a CPU-only build: no device, and a clear error if a GPU
-// stream is ever asked to run a node.
+// nuvec: the GPU entry points of a CPU-only build: no device (gpu:: and cu:: report none, as
+// MLX's no_gpu and no_cuda backends), and a clear error if a GPU stream is ever asked to run
+// a node.
 #include <stdexcept>
 
 #include "backend/gpu.h"
+#include "nuvec/backend/cuda/cuda.h"
 #include "nuvec/primitives.h"
 
-namespace nuvec::gpu {
+namespace nuvec {
+
+namespace {
+// MLX's answer for a GPU without one: an empty property map.
+const std::unordered_map<std::string, std::variant<std::string, size_t>>& no_properties() {
+  static const std::unordered_map<std::string, std::variant<std::string, size_t>> empty;
+  return empty;
+}
+} // namespace
+
+namespace cu {
+bool is_available() {
+  return false;
+}
+const std::unordered_map<std::string, std::variant<std::string, size_t>>& device_info(int) {
+  return no_properties();
+}
+} // namespace cu
+
+namespace gpu {
 
 bool is_available() {
   return false;
@@ -14,7 +35,7 @@ int device_count() {
   return 0;
 }
 const std::unordered_map<std::string, std::variant<std::string, size_t>>& device_info(int) {
-  throw std::invalid_argument("[device_info] no GPU is available in this build.");
+  return no_properties();
 }
 void eval(array& arr) {
   throw std::runtime_error(
@@ -41,4 +62,6 @@ size_t cache_memory() {
 void clear_cache() {}
 void set_cache_limit(size_t) {}
 
-} // namespace nuvec::gpu
+} // namespace gpu
+
+} // namespace nuvec
