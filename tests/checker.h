@@ -62,19 +62,27 @@ inline void check_grad(
       EXPECT_NEAR(g[k], fd, opts.atol + opts.rtol * std::abs(fd)) << "element " << k;
     }
   }
-  // Forward mode: one random tangent for all differentiated inputs at once.
-  std::vector<array> tangents;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    bool d = std::find(argnums.begin(), argnums.end(), static_cast<int>(i)) != argnums.end();
-    tangents.push_back(d ? randn(inputs[i].shape(), inputs[i].dtype()) : zeros_like(inputs[i]));
+  // Forward mode: one random tangent for all differentiated inputs at once. Only those
+  // inputs are primals; the rest (integer indices, say) are held fixed, since a jvp with
+  // respect to an integer input is refused (as in MLX).
+  std::vector<array> tangents, primals;
+  for (int i : argnums) {
+    primals.push_back(inputs[i]);
+    tangents.push_back(randn(inputs[i].shape(), inputs[i].dtype()));
   }
-  auto [jouts, jvps] = jvp(fv, inputs, tangents);
+  auto f_of_primals = [&](const std::vector<array>& ps) {
+    auto xs = inputs;
+    for (size_t j = 0; j < argnums.size(); ++j) xs[argnums[j]] = ps[j];
+    return std::vector<array>{f(xs)};
+  };
+  auto [jouts, jvps] = jvp(f_of_primals, primals, tangents);
   auto jv = to_vector(jvps[0]);
   ASSERT_EQ(jvps[0].shape(), out.shape());
   std::vector<array> xp = inputs, xm = inputs;
-  for (int i : argnums) {
-    xp[i] = add(inputs[i], multiply(tangents[i], array(opts.eps)));
-    xm[i] = subtract(inputs[i], multiply(tangents[i], array(opts.eps)));
+  for (size_t j = 0; j < argnums.size(); ++j) {
+    int i = argnums[j];
+    xp[i] = add(inputs[i], multiply(tangents[j], array(opts.eps, inputs[i].dtype())));
+    xm[i] = subtract(inputs[i], multiply(tangents[j], array(opts.eps, inputs[i].dtype())));
   }
   auto yp = to_vector(f(xp)), ym = to_vector(f(xm));
   SCOPED_TRACE("jvp");

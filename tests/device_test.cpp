@@ -111,16 +111,18 @@ TEST(Device, AvailabilityAndProperties) {
 }
 
 TEST(Streams, EachThreadHasItsOwnDefaultStream) {
-  Stream mine = default_stream(Device::cpu);
-  EXPECT_EQ(default_stream(Device::cpu), mine); // stable within a thread
+  // On the default device (the GPU when the suite runs with NUVEC_TEST_DEVICE=gpu).
+  const Device dev = default_device();
+  Stream mine = default_stream(dev);
+  EXPECT_EQ(default_stream(dev), mine); // stable within a thread
   size_t before = get_streams().size();
   std::vector<Stream> theirs;
   std::mutex mtx;
   std::vector<std::thread> threads;
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([&] {
-      Stream s = default_stream(Device::cpu);
-      EXPECT_EQ(default_stream(Device::cpu), s);
+      Stream s = default_stream(dev);
+      EXPECT_EQ(default_stream(dev), s);
       EXPECT_EQ(add(array(1), array(2)).primitive().stream(), s);
       std::lock_guard<std::mutex> lk(mtx);
       theirs.push_back(s);

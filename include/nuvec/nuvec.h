@@ -6,6 +6,7 @@
 #include "nuvec/backend/cuda/cuda.h"
 #include "nuvec/backend/gpu/device_info.h"
 #include "nuvec/backend/metal/metal.h"
+#include "nuvec/compile.h"
 #include "nuvec/device.h"
 #include "nuvec/distributed/distributed.h"
 #include "nuvec/distributed/ops.h"

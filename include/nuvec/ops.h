@@ -588,7 +588,8 @@ array argmax(const array& a, bool keepdims, StreamOrDevice s = {});
 array argmax(const array& a, StreamOrDevice s = {});
 array argmax(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 
-/// log(sum(exp(a))) computed stably (shifted by the max; inf inputs handled).
+/// log(sum(exp(a))) computed stably (shifted by the max; inf inputs handled). Throws
+/// std::invalid_argument for an empty a (MLX), std::out_of_range for a bad axis.
 array logsumexp(const array& a, bool keepdims, StreamOrDevice s = {});
 array logsumexp(const array& a, StreamOrDevice s = {});
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});

@@ -129,6 +129,62 @@ class Binary : public Primitive {
   BinaryOp op_;
 };
 
+/// MLX's per-op primitive names. nuvec keeps one class per family, so each name is an
+/// alias of its family: `typeid(p) == typeid(Exp)` tells a Unary node from other families
+/// (as MLX's tests use it), and the op itself is `static_cast<const Unary&>(p).op()`.
+using Abs = Unary;
+using Negative = Unary;
+using Sign = Unary;
+using Floor = Unary;
+using Ceil = Unary;
+using Round = Unary;
+using Sqrt = Unary;
+using Rsqrt = Unary;
+using Square = Unary;
+using Exp = Unary;
+using Expm1 = Unary;
+using Log = Unary;
+using Log1p = Unary;
+using Sin = Unary;
+using Cos = Unary;
+using Tan = Unary;
+using ArcSin = Unary;
+using ArcCos = Unary;
+using ArcTan = Unary;
+using Sinh = Unary;
+using Cosh = Unary;
+using Tanh = Unary;
+using ArcSinh = Unary;
+using ArcCosh = Unary;
+using ArcTanh = Unary;
+using Sigmoid = Unary;
+using Erf = Unary;
+using ErfInv = Unary;
+using LogicalNot = Unary;
+using BitwiseInvert = Unary;
+using Conjugate = Unary;
+using Real = Unary;
+using Imag = Unary;
+using Add = Binary;
+using Subtract = Binary;
+using Multiply = Binary;
+using Divide = Binary;
+using Remainder = Binary;
+using Power = Binary;
+using Maximum = Binary;
+using Minimum = Binary;
+using LogAddExp = Binary;
+using ArcTan2 = Binary;
+using Equal = Binary;
+using NotEqual = Binary;
+using Less = Binary;
+using LessEqual = Binary;
+using Greater = Binary;
+using GreaterEqual = Binary;
+using LogicalAnd = Binary;
+using LogicalOr = Binary;
+using BitwiseBinary = Binary;
+
 /// (floor_divide, remainder) of two inputs: one node, two outputs (siblings).
 class DivMod : public Primitive {
  public:

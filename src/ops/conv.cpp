@@ -85,6 +85,10 @@ void validate(
   }
   int spatial = static_cast<int>(in.ndim()) - 2;
   for (int d = 0; d < spatial; ++d) {
+    if (padding_lo[d] == INT32_MIN || padding_hi[d] == INT32_MIN) {
+      // Negative padding crops; INT32_MIN has no int32 negation (MLX raises here too).
+      throw_overflow(op, "padding of ", INT32_MIN, " along spatial axis ", d, " cannot be negated.");
+    }
     int64_t padded =
         dilated_size(in.shape(1 + d), input_dilation[d]) + padding_lo[d] + padding_hi[d];
     int64_t kernel = (int64_t{wt.shape(1 + d)} - 1) * kernel_dilation[d] + 1;
@@ -94,6 +98,7 @@ void validate(
           "; got kernel size ", kernel, " and padded input size ", padded, " for input ",
           in.shape(), " and weight ", wt.shape(), ".");
     }
+    checked_int32((padded - kernel) / stride[d] + 1, op, "the output size along a spatial axis");
   }
 }
 
@@ -153,8 +158,12 @@ array conv_transpose(
   int spatial = static_cast<int>(stride.size());
   std::vector<int> lo(spatial), hi(spatial);
   for (int d = 0; d < spatial; ++d) {
-    lo[d] = dilation[d] * (wt.shape(1 + d) - 1) - padding[d];
-    hi[d] = lo[d] + output_padding[d];
+    if (padding[d] == INT32_MIN) {
+      throw_overflow(op, "padding of ", INT32_MIN, " along spatial axis ", d, " cannot be negated.");
+    }
+    int64_t l = int64_t{dilation[d]} * (wt.shape(1 + d) - 1) - padding[d];
+    lo[d] = checked_int32(l, op, "the transposed convolution's low padding");
+    hi[d] = checked_int32(l + output_padding[d], op, "the transposed convolution's high padding");
   }
   return record_conv(
       op, in, wt, std::vector<int>(spatial, 1), lo, hi, dilation, stride, groups, true, s);

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "ops/ops_common.h"
@@ -198,23 +199,123 @@ struct Plan {
   std::vector<std::pair<int, int>> steps;
 };
 
+// The contraction order of NumPy's greedy einsum_path (numpy/core/einsumfunc.py, which MLX's
+// einsum_path follows): among pairs sharing a label (outer products only when no pair
+// does), take the one that removes the most elements, then the fewest flops; skip pairs
+// whose result outgrows the largest operand or output, or whose running cost passes the
+// naive one-shot cost. Costs use each operand's full label set.
+std::vector<std::pair<int, int>> greedy_order(const Parsed& p) {
+  using Set = std::set<char>;
+  auto size_of = [&](const Set& labels) {
+    int64_t n = 1;
+    for (char c : labels) n *= p.sizes.at(c);
+    return n;
+  };
+  std::vector<Set> sets;
+  for (auto& l : p.inputs) sets.emplace_back(l.begin(), l.end());
+  const Set out_set(p.output.begin(), p.output.end());
+  const size_t n_in = sets.size();
+  if (n_in <= 1) return {};
+  if (n_in == 2) return {{0, 1}};
+  int64_t memory_limit = size_of(out_set);
+  for (auto& st : sets) memory_limit = std::max(memory_limit, size_of(st));
+  // The labels of contracting `pos` together, what remains, and the flop count.
+  struct Contraction {
+    Set result, removed, all;
+    std::vector<Set> remaining; // the other operands, then the result
+  };
+  auto contract = [&](const std::vector<Set>& in, std::vector<size_t> pos) {
+    Contraction c;
+    Set remain = out_set;
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (std::find(pos.begin(), pos.end(), k) != pos.end()) {
+        c.all.insert(in[k].begin(), in[k].end());
+      } else {
+        c.remaining.push_back(in[k]);
+        remain.insert(in[k].begin(), in[k].end());
+      }
+    }
+    for (char ch : c.all) (remain.count(ch) ? c.result : c.removed).insert(ch);
+    c.remaining.push_back(c.result);
+    return c;
+  };
+  auto flops = [&](const Contraction& c, size_t terms) {
+    int64_t factor = std::max<int64_t>(1, static_cast<int64_t>(terms) - 1) + (c.removed.empty() ? 0 : 1);
+    return size_of(c.all) * factor;
+  };
+  std::vector<size_t> everyone(n_in);
+  for (size_t k = 0; k < n_in; ++k) everyone[k] = k;
+  const int64_t naive_cost = flops(contract(sets, everyone), n_in);
+  struct Candidate {
+    int64_t neg_removed, cost;
+    std::pair<size_t, size_t> pos;
+    std::vector<Set> sets_after;
+  };
+  int64_t path_cost = 0;
+  auto consider = [&](size_t x, size_t y, std::vector<Candidate>& out) {
+    auto c = contract(sets, {x, y});
+    int64_t new_size = size_of(c.result);
+    if (new_size > memory_limit) return;
+    int64_t removed = size_of(sets[x]) + size_of(sets[y]) - new_size;
+    int64_t cost = flops(c, 2);
+    if (path_cost + cost > naive_cost) return;
+    out.push_back({-removed, cost, {x, y}, std::move(c.remaining)});
+  };
+  std::vector<Candidate> known;
+  std::vector<std::pair<size_t, size_t>> pairs;
+  for (size_t x = 0; x < n_in; ++x) {
+    for (size_t y = x + 1; y < n_in; ++y) pairs.emplace_back(x, y);
+  }
+  auto disjoint = [](const Set& a, const Set& b) {
+    for (char c : a) if (b.count(c)) return false;
+    return true;
+  };
+  std::vector<std::pair<int, int>> order;
+  for (size_t it = 0; it + 1 < n_in; ++it) {
+    for (auto [x, y] : pairs) {
+      if (!disjoint(sets[x], sets[y])) consider(x, y, known);
+    }
+    if (known.empty()) {
+      for (size_t x = 0; x < sets.size(); ++x) {
+        for (size_t y = x + 1; y < sets.size(); ++y) consider(x, y, known);
+      }
+      if (known.empty()) break; // the caller contracts the rest left to right
+    }
+    auto best_it = std::min_element(known.begin(), known.end(), [](const Candidate& a, const Candidate& b) {
+      return std::tie(a.neg_removed, a.cost) < std::tie(b.neg_removed, b.cost);
+    });
+    Candidate best = *best_it;
+    auto [bx, by] = best.pos;
+    // Keep the other known contractions, renumbered for the operand list after this step.
+    std::vector<Candidate> kept;
+    for (auto& c : known) {
+      auto [x, y] = c.pos;
+      if (x == bx || x == by || y == bx || y == by) continue;
+      auto& cs = c.sets_after;
+      cs.erase(cs.begin() + (by - (by > x) - (by > y)));
+      cs.erase(cs.begin() + (bx - (bx > x) - (bx > y)));
+      cs.insert(cs.end() - 1, best.sets_after.back());
+      c.pos = {x - (x > bx) - (x > by), y - (y > bx) - (y > by)};
+      kept.push_back(std::move(c));
+    }
+    known = std::move(kept);
+    sets = best.sets_after;
+    pairs.clear();
+    for (size_t k = 0; k + 1 < sets.size(); ++k) pairs.emplace_back(k, sets.size() - 1);
+    order.emplace_back(static_cast<int>(bx), static_cast<int>(by));
+    path_cost += best.cost;
+  }
+  return order;
+}
+
 Plan make_plan(const Parsed& p) {
   Plan plan;
   for (size_t i = 0; i < p.inputs.size(); ++i) plan.start.push_back(reduced_labels(p.inputs, i, p.output));
   std::vector<Labels> ops = plan.start;
-  while (ops.size() > 1) {
-    int64_t best = -1;
-    std::pair<int, int> pick{0, 1};
-    for (size_t i = 0; i < ops.size(); ++i) {
-      for (size_t j = i + 1; j < ops.size(); ++j) {
-        auto pp = plan_pair(ops[i], ops[j], needed_outside(ops, i, j, p.output));
-        int64_t n = size_of_labels(pp.result(), p.sizes);
-        if (best < 0 || n < best) {
-          best = n;
-          pick = {static_cast<int>(i), static_cast<int>(j)};
-        }
-      }
-    }
+  auto order = greedy_order(p);
+  // Pairs in the greedy order, then (if the greedy search stopped early) left to right.
+  for (size_t step = 0; ops.size() > 1; ++step) {
+    std::pair<int, int> pick = step < order.size() ? order[step] : std::pair<int, int>{0, 1};
     auto [i, j] = pick;
     auto pp = plan_pair(ops[i], ops[j], needed_outside(ops, i, j, p.output));
     ops.erase(ops.begin() + j);

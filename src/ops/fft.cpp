@@ -36,15 +36,15 @@ array transform(
     FFTNorm norm,
     StreamOrDevice s) {
   int nd = static_cast<int>(a.ndim());
-  if (axes_in.empty()) {
-    // NumPy: a transform over no axes is the identity (real transforms need one axis).
-    if (real) throw_invalid_argument(op, "axes must not be empty; got ().");
-    return astype(a, complex64, s);
-  }
   if (!n_in.empty() && n_in.size() != axes_in.size()) {
     throw_invalid_argument(
         op, "n and axes must have the same length; got n ", n_in, " and axes ",
         Shape(axes_in.begin(), axes_in.end()), ".");
+  }
+  if (axes_in.empty()) {
+    // NumPy: a transform over no axes is the identity (real transforms need one axis).
+    if (real) throw_invalid_argument(op, "axes must not be empty; got ().");
+    return astype(a, complex64, s);
   }
   std::vector<int> axes;
   for (int ax : axes_in) axes.push_back(normalize_axis_index(ax, nd, op));

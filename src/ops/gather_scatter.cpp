@@ -35,7 +35,16 @@ Indexing prepare_indices(
       throw_invalid_argument(op, "indices must have an integer dtype; got ", ix.dtype(), ".");
     }
   }
-  for (int ax : axes) out.axes.push_back(normalize_axis_index(ax, static_cast<int>(a.ndim()), op));
+  // gather and scatter take axes as given in [0, ndim), as MLX: a negative axis is an error
+  // there (take and take_along_axis normalise theirs).
+  for (int ax : axes) {
+    if (ax < 0 || ax >= static_cast<int>(a.ndim())) {
+      throw_invalid_argument(
+          op, "axes must lie in [0, ", a.ndim(), ") for an array of shape ", a.shape(), "; got ",
+          Shape(axes.begin(), axes.end()), ".");
+    }
+    out.axes.push_back(ax);
+  }
   std::vector<int> sorted = out.axes;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {

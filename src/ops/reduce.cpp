@@ -273,14 +273,13 @@ array argmax(const array& a, StreamOrDevice s) {
 // give -inf (not NaN) and rows holding +inf give +inf. NaN propagates through the max.
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "logsumexp");
+  if (a.size() == 0) {
+    // MLX's rule (SciPy would give -inf); see docs/MLX-DIFFERENCES.md.
+    throw_invalid_argument("logsumexp", "the input must not be empty; got shape ", a.shape(), ".");
+  }
   Dtype dt = float_result_type(a.dtype());
   Dtype acc = float_accumulate_type(dt);
   array x = astype(a, acc, s);
-  if (reduced_size(a, ax) == 0) {
-    Shape shape = keepdims_shape(a.shape(), ax);
-    array out = full(shape, scalar(-std::numeric_limits<double>::infinity(), dt), dt, s);
-    return keepdims ? out : squeeze(out, ax, s);
-  }
   array m = stop_gradient(max(x, ax, true, s), s);
   m = where(isinf(m, s), zeros_like(m, s), m, s);
   array out = add(log(sum(exp(subtract(x, m, s), s), ax, true, s), s), m, s);

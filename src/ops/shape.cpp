@@ -61,8 +61,15 @@ array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s) {
 array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
   int nd = static_cast<int>(a.ndim());
   if (nd == 0) return reshape(a, {1}, s);
-  int start = normalize_axis_index(start_axis, nd, "flatten");
-  int end = normalize_axis_index(end_axis, nd, "flatten");
+  // MLX clamps the range to the array's axes (flatten(x, 1, 3) of a 3-d x merges 1..2) and
+  // rejects a start past the last axis or an end before the first.
+  int start = std::max(0, start_axis < 0 ? start_axis + nd : start_axis);
+  int end = std::min(nd - 1, end_axis < 0 ? end_axis + nd : end_axis);
+  if (start >= nd || end < 0) {
+    throw_invalid_argument(
+        "flatten", "start_axis ", start_axis, " and end_axis ", end_axis,
+        " leave no axis of an array with ", nd, " dimensions to flatten.");
+  }
   if (end < start) {
     throw_invalid_argument(
         "flatten", "start_axis must not come after end_axis; got ", start_axis, " and ",

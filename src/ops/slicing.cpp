@@ -385,7 +385,7 @@ array tile(const array& arr, std::vector<int> reps, StreamOrDevice s) {
   for (size_t i = 0; i < nd; ++i) {
     paired.insert(paired.end(), {1, shape[i]});
     wide.insert(wide.end(), {reps[i], shape[i]});
-    out.push_back(reps[i] * shape[i]);
+    out.push_back(checked_int32(int64_t{reps[i]} * shape[i], "tile", "each tiled dimension"));
   }
   return reshape(broadcast_to(reshape(arr, paired, s), wide, s), out, s);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <typeinfo>
 
+#include "core/errors.h"
 #include "primitives/primitives.h"
 
 namespace nuvec {
@@ -17,7 +18,7 @@ namespace {
 // wt_size = (K - 1) * kernel_dilation + 1 are the extents of the dilated input, the
 // stride-dilated output and the dilated kernel.
 struct AxisExtents {
-  int in_size, out_size, wt_size;
+  int64_t in_size, out_size, wt_size; // int64: dilated extents can pass 2^31
 };
 
 AxisExtents extents(
@@ -25,9 +26,9 @@ AxisExtents extents(
     const std::vector<int>& strides, const std::vector<int>& kernel_dilation,
     const std::vector<int>& input_dilation) {
   return {
-      (in.shape(1 + axis) - 1) * input_dilation[axis] + 1,
-      (out_shape[1 + axis] - 1) * strides[axis] + 1,
-      (wt.shape(1 + axis) - 1) * kernel_dilation[axis] + 1};
+      (int64_t{in.shape(1 + axis)} - 1) * input_dilation[axis] + 1,
+      (int64_t{out_shape[1 + axis]} - 1) * strides[axis] + 1,
+      (int64_t{wt.shape(1 + axis)} - 1) * kernel_dilation[axis] + 1};
 }
 
 std::vector<int> iota_from(int first, int count) {
@@ -66,9 +67,10 @@ std::vector<Shape> Convolution::output_shapes(const std::vector<array>& inputs) 
   int spatial = static_cast<int>(in.ndim()) - 2;
   Shape out = {in.shape(0)};
   for (int d = 0; d < spatial; ++d) {
-    int padded = (in.shape(1 + d) - 1) * input_dilation_[d] + 1 + padding_lo_[d] + padding_hi_[d];
-    int kernel = (wt.shape(1 + d) - 1) * kernel_dilation_[d] + 1;
-    out.push_back((padded - kernel) / strides_[d] + 1);
+    int64_t padded = (int64_t{in.shape(1 + d)} - 1) * input_dilation_[d] + 1 +
+        int64_t{padding_lo_[d]} + padding_hi_[d];
+    int64_t kernel = (int64_t{wt.shape(1 + d)} - 1) * kernel_dilation_[d] + 1;
+    out.push_back(checked_int32((padded - kernel) / strides_[d] + 1, "conv_general", "the output size"));
   }
   out.push_back(wt.shape(0));
   return {out};
@@ -92,13 +94,15 @@ std::vector<array> Convolution::vjp(
         // The cotangent dilated by the stride, correlated with the reversed kernel; the
         // output walks the dilated input with stride input_dilation and ends exactly at
         // its last element, so positions the forward never read get zero.
-        lo[d] = e.wt_size - 1 - padding_lo_[d];
-        hi[d] = e.in_size - e.out_size + padding_lo_[d];
+        lo[d] = checked_int32(e.wt_size - 1 - padding_lo_[d], "conv_general", "the input gradient's padding");
+        hi[d] = checked_int32(e.in_size - e.out_size + padding_lo_[d], "conv_general", "the input gradient's padding");
       } else {
         // The input correlated with the stride-dilated cotangent as kernel; the output
         // walks the kernel positions (stride kernel_dilation) and has exactly K of them.
         lo[d] = padding_lo_[d];
-        hi[d] = e.wt_size - 1 + e.out_size - e.in_size - padding_lo_[d];
+        hi[d] = checked_int32(
+            e.wt_size - 1 + e.out_size - e.in_size - padding_lo_[d], "conv_general",
+            "the weight gradient's padding");
       }
     }
     if (arg == 0) {

@@ -125,6 +125,13 @@ std::vector<array> Gather::jvp(
     const std::vector<array>& tangents,
     const std::vector<int>& argnums) {
   std::vector<array> idx(primals.begin() + 1, primals.end());
+  for (int i : argnums) {
+    if (i != 0) {
+      // Integer indices have no tangent space; MLX refuses rather than returning zero.
+      throw std::invalid_argument(std::string("[") + name() +
+          "] cannot compute a JVP with respect to the indices.");
+    }
+  }
   for (size_t i = 0; i < argnums.size(); ++i) {
     if (argnums[i] == 0) return {gather_node(stream(), tangents[i], idx, axes_, slice_sizes_, op_)};
   }

@@ -1,6 +1,9 @@
 // nuvec: vmap. Trace the function on unbatched placeholders, then replay the graph with
 // each primitive's batching rule (MLX's vmap_trace / vmap_replace, shared/seeds/004_*.txt),
 // walking the graph with an explicit stack.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -182,6 +185,17 @@ std::function<std::vector<array>(const std::vector<array>&)> vmap(
     const std::function<std::vector<array>(const std::vector<array>&)>& fun,
     const std::vector<int>& in_axes,
     const std::vector<int>& out_axes) {
+  // Negative axes mean "not batched". Every input unbatched but some output batched (or the
+  // reverse) has no batch size to use: MLX refuses it when the function is made.
+  auto none_batched = [](const std::vector<int>& axes) {
+    return !axes.empty() && std::all_of(axes.begin(), axes.end(), [](int ax) { return ax < 0; });
+  };
+  if (none_batched(in_axes) != none_batched(out_axes)) {
+    throw std::invalid_argument(
+        "[vmap] in_axes and out_axes must both batch something or both batch nothing; got "
+        "in_axes that " + std::string(none_batched(in_axes) ? "batch nothing" : "batch") +
+        " and out_axes that " + (none_batched(out_axes) ? "batch nothing." : "batch."));
+  }
   return [fun, in_axes, out_axes](const std::vector<array>& inputs) {
     std::vector<int> ia = in_axes.empty() ? std::vector<int>(inputs.size(), 0) : in_axes;
     auto [s_inputs, s_outputs] = vmap_trace(fun, inputs, ia);

@@ -112,6 +112,49 @@ array::Flags layout_flags(const Shape& shape, const Strides& strides, bool conti
   return f;
 }
 
+ViewLayout view_layout(const Shape& shape, const Strides& strides) {
+  size_t size = 1;
+  for (auto d : shape) size *= d;
+  if (size == 0) return {{true, true, true}, 0};
+  std::vector<int> dims; // the dimensions that move through memory
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
+    if (shape[i] != 1 && strides[i] != 0) dims.push_back(i);
+  }
+  auto dense_in_order = [&](auto first, auto last) {
+    int64_t expect = 1;
+    for (auto it = first; it != last; ++it) {
+      if (strides[*it] != expect) return false; // a negative stride runs backwards: not dense
+      expect *= shape[*it];
+    }
+    return true;
+  };
+  auto flags_in_order = [&](auto first, auto last) { // every size > 1 dimension, in order
+    int64_t expect = 1;
+    for (auto it = first; it != last; ++it) {
+      if (shape[*it] == 1) continue;
+      if (strides[*it] != expect) return false;
+      expect *= shape[*it];
+    }
+    return true;
+  };
+  std::vector<int> all(shape.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  bool row = flags_in_order(all.rbegin(), all.rend());
+  bool col = flags_in_order(all.begin(), all.end());
+  std::vector<int> by_stride = dims;
+  std::stable_sort(by_stride.begin(), by_stride.end(), [&](int a, int b) {
+    return strides[a] < strides[b];
+  });
+  bool dense = dense_in_order(by_stride.begin(), by_stride.end());
+  size_t distinct = 1;
+  int64_t span = 1;
+  for (int i : dims) {
+    distinct *= shape[i];
+    span += (shape[i] - 1) * std::abs(strides[i]);
+  }
+  return {{dense, row, col}, dense ? distinct : static_cast<size_t>(span)};
+}
+
 } // namespace nuvec::cpu
 
 namespace nuvec {
@@ -160,16 +203,10 @@ void AsStrided::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
   array& out = outputs[0];
   // Strides and offset address the input's row-major element order.
   array src = in.flags().row_contiguous ? in : contiguous_copy(in);
-  size_t span = 0;
-  if (out.size() > 0) {
-    span = 1;
-    for (size_t i = 0; i < shape_.size(); ++i) {
-      span += static_cast<size_t>(shape_[i] - 1) * static_cast<size_t>(std::llabs(strides_[i]));
-    }
-  }
-  auto flags = cpu::layout_flags(shape_, strides_, false);
-  if (flags.row_contiguous || flags.col_contiguous) span = out.size();
-  out.copy_shared_buffer(src, strides_, flags, span, static_cast<int64_t>(offset_));
+  auto layout = cpu::view_layout(shape_, strides_);
+  out.copy_shared_buffer(
+      src, strides_, layout.flags, out.size() == 0 ? 0 : layout.data_size,
+      static_cast<int64_t>(offset_));
 }
 
 void Full::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {

@@ -38,4 +38,14 @@ array contiguous_copy(const array& in);
 /// not change whether the elements fill their buffer region.
 array::Flags layout_flags(const Shape& shape, const Strides& strides, bool contiguous);
 
+/// Flags and data size of a view with this shape and strides (MLX's check_contiguity):
+/// row/column contiguity, and "contiguous" when the distinct elements fill a gap-free block
+/// from the first one, broadcast (stride-0) dimensions ignored; data_size is that block's
+/// length, or the span the view addresses when there are gaps.
+struct ViewLayout {
+  array::Flags flags;
+  size_t data_size;
+};
+ViewLayout view_layout(const Shape& shape, const Strides& strides);
+
 } // namespace nuvec::cpu

@@ -45,10 +45,12 @@ void Broadcast::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
   const array& in = inputs[0];
   array& out = outputs[0];
   Strides strides = broadcast_strides(in, out.shape());
-  if (out.size() > in.size()) {
-    // Repeated elements: no dense layout describes the view.
-    array::Flags flags{};
-    flags.contiguous = false;
+  if (out.size() == 0) {
+    out.copy_shared_buffer(in, strides, array::Flags{true, true, true}, 0);
+  } else if (out.size() > in.size()) {
+    // Repeated elements are never row or column contiguous; the distinct ones still fill
+    // the input's block when they did (MLX's broadcast flags).
+    array::Flags flags = in.flags();
     flags.row_contiguous = false;
     flags.col_contiguous = false;
     out.copy_shared_buffer(in, strides, flags, in.data_size());

@@ -25,40 +25,6 @@ void copy_to_new_buffer(const array& src, array& out) {
   copy_into(src, out.raw_data(), out.strides());
 }
 
-/// Flags and data size of a view with this shape and strides: row/column contiguity, and
-/// "contiguous" when the elements fill a gap-free block that starts at the first element.
-struct ViewLayout {
-  array::Flags flags;
-  size_t data_size;
-};
-
-ViewLayout view_layout(const Shape& shape, const Strides& strides) {
-  size_t size = 1;
-  for (auto d : shape) size *= d;
-  if (size == 0) return {{true, true, true}, 0};
-  std::vector<int> dims;
-  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
-    if (shape[i] != 1) dims.push_back(i);
-  }
-  auto dense_in_order = [&](auto first, auto last) {
-    int64_t expect = 1;
-    for (auto it = first; it != last; ++it) {
-      if (strides[*it] != expect) return false;
-      expect *= shape[*it];
-    }
-    return true;
-  };
-  bool row = dense_in_order(dims.rbegin(), dims.rend());
-  bool col = dense_in_order(dims.begin(), dims.end());
-  std::vector<int> by_stride = dims;
-  std::stable_sort(by_stride.begin(), by_stride.end(), [&](int a, int b) {
-    return strides[a] < strides[b];
-  });
-  bool dense = dense_in_order(by_stride.begin(), by_stride.end());
-  int64_t span = 1;
-  for (int i : dims) span += (shape[i] - 1) * std::abs(strides[i]);
-  return {{dense, row, col}, dense ? size : static_cast<size_t>(span)};
-}
 
 /// Offset (elements) of the window starting at `start` under `strides`.
 int64_t window_offset(const Shape& start, const Strides& strides) {
@@ -117,7 +83,7 @@ void Slice::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outpu
   array& out = outputs[0];
   Strides strides(in.ndim());
   for (size_t i = 0; i < in.ndim(); ++i) strides[i] = in.strides()[i] * strides_[i];
-  auto layout = view_layout(out.shape(), strides);
+  auto layout = cpu::view_layout(out.shape(), strides);
   // An empty window may start past the end; it reads nothing, so it keeps offset 0.
   int64_t offset = out.size() == 0 ? 0 : window_offset(start_, in.strides());
   out.copy_shared_buffer(in, strides, layout.flags, layout.data_size, offset);
@@ -131,7 +97,7 @@ void DynamicSlice::eval_cpu(const std::vector<array>& inputs, std::vector<array>
   const array& in = inputs[0];
   array& out = outputs[0];
   Shape start = dynamic_start(inputs[1], axes_, in.shape(), slice_size_);
-  auto layout = view_layout(out.shape(), in.strides());
+  auto layout = cpu::view_layout(out.shape(), in.strides());
   int64_t offset = out.size() == 0 ? 0 : window_offset(start, in.strides());
   out.copy_shared_buffer(in, in.strides(), layout.flags, layout.data_size, offset);
 }

@@ -1,0 +1,202 @@
+// nuvec: compile's entry points and its trace cache (MLX compile.cpp: CompilerCache,
+// detail::compile, compile). A cache entry is keyed by the function's id, the default
+// stream, shapeless, the inputs' ndims, shapes (unless shapeless) and dtypes, and the
+// caller's constants; it holds the traced inputs, the simplified and fused tape and outputs.
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "compile/graph.h"
+#include "core/errors.h"
+
+namespace nuvec {
+
+namespace detail {
+
+namespace {
+
+using ArrayFn = std::function<std::vector<array>(const std::vector<array>&)>;
+
+struct CacheEntry {
+  Stream stream;
+  bool shapeless;
+  std::vector<uint64_t> constants;
+  std::vector<array> inputs;
+  std::vector<array> outputs;
+  std::vector<array> tape;
+};
+
+class CompilerCache {
+ public:
+  // The entry matching this call, or null.
+  std::shared_ptr<CacheEntry> find(
+      std::uintptr_t fun_id,
+      const std::vector<array>& inputs,
+      bool shapeless,
+      const std::vector<uint64_t>& constants) {
+    auto it = cache_.find(fun_id);
+    if (it == cache_.end()) return nullptr;
+    Stream stream = default_stream(default_device());
+    for (auto& entry : it->second) {
+      if (entry->stream == stream && entry->shapeless == shapeless &&
+          entry->constants == constants && same_signature(inputs, entry->inputs, shapeless)) {
+        return entry;
+      }
+    }
+    return nullptr;
+  }
+
+  // Adds a filled entry (only once its trace succeeded, so a throwing trace leaves no
+  // half-filled entry behind).
+  void insert(std::uintptr_t fun_id, std::shared_ptr<CacheEntry> entry) {
+    cache_[fun_id].push_back(std::move(entry));
+  }
+
+  void erase(std::uintptr_t fun_id) { cache_.erase(fun_id); }
+  void clear() { cache_.clear(); }
+
+ private:
+  static bool same_signature(
+      const std::vector<array>& a,
+      const std::vector<array>& b,
+      bool shapeless) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].ndim() != b[i].ndim() || a[i].dtype() != b[i].dtype()) return false;
+      if (!shapeless && a[i].shape() != b[i].shape()) return false;
+    }
+    return true;
+  }
+
+  std::unordered_map<std::uintptr_t, std::vector<std::shared_ptr<CacheEntry>>> cache_;
+};
+
+CompilerCache& compiler_cache() {
+  static CompilerCache cache;
+  return cache;
+}
+
+// Tracing runs user code, which may compile again: the lock must be re-entrant.
+std::recursive_mutex& cache_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+bool skip_compile() {
+  return compile_mode() == CompileMode::disabled;
+}
+
+// Traces fun on placeholders of inputs, then orders, simplifies and fuses its graph.
+std::shared_ptr<CacheEntry> build_entry(
+    const ArrayFn& fun,
+    const std::vector<array>& inputs,
+    bool shapeless,
+    const std::vector<uint64_t>& constants) {
+  auto entry = std::make_shared<CacheEntry>(
+      CacheEntry{default_stream(default_device()), shapeless, constants, {}, {}, {}});
+  std::tie(entry->inputs, entry->outputs) = compile_trace(fun, inputs);
+  auto [tape, parents_map] = compile_dfs(entry->inputs, entry->outputs, inputs);
+  if (compile_mode() != CompileMode::no_simplify) {
+    compile_simplify(tape, parents_map, entry->outputs, /* passes */ 3);
+  }
+  if (compile_mode() != CompileMode::no_fuse) {
+    compile_fuse(tape, parents_map, entry->inputs, entry->outputs);
+  }
+  entry->tape = std::move(tape);
+  return entry;
+}
+
+template <typename T, typename... U>
+std::uintptr_t function_address(const std::function<T(U...)>& fun) {
+  using FunType = T (*)(U...);
+  const FunType* ptr = fun.template target<FunType>();
+  return ptr ? reinterpret_cast<std::uintptr_t>(*ptr) : 0;
+}
+
+} // namespace
+
+CompileMode& compile_mode() {
+  static CompileMode mode = (std::getenv("MLX_DISABLE_COMPILE") || std::getenv("NUVEC_DISABLE_COMPILE"))
+      ? CompileMode::disabled
+      : CompileMode::enabled;
+  return mode;
+}
+
+std::function<std::vector<array>(const std::vector<array>&)> compile(
+    std::function<std::vector<array>(const std::vector<array>&)> fun,
+    std::uintptr_t fun_id,
+    bool shapeless,
+    std::vector<uint64_t> constants) {
+  if (skip_compile()) return fun;
+  if (!fun) throw_invalid_argument("compile", "the function must have a target; got an empty one.");
+  return [fun = std::move(fun), fun_id, shapeless, constants = std::move(constants)](
+             const std::vector<array>& inputs) -> std::vector<array> {
+    // Inside a transform or another trace: trace through the original function.
+    for (auto& in : inputs) {
+      if (in.is_tracer()) return fun(inputs);
+    }
+    std::shared_ptr<CacheEntry> entry;
+    {
+      std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+      entry = compiler_cache().find(fun_id, inputs, shapeless, constants);
+      if (!entry) {
+        entry = build_entry(fun, inputs, shapeless, constants);
+        compiler_cache().insert(fun_id, entry);
+      }
+    }
+    return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, shapeless);
+  };
+}
+
+void compile_erase(std::uintptr_t fun_id) {
+  std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+  compiler_cache().erase(fun_id);
+}
+
+void compile_clear_cache() {
+  std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+  compiler_cache().clear();
+}
+
+} // namespace detail
+
+std::function<std::vector<array>(const std::vector<array>&)> compile(
+    std::function<std::vector<array>(const std::vector<array>&)> fun,
+    bool shapeless) {
+  if (detail::skip_compile()) return fun;
+  if (auto fun_id = detail::function_address(fun)) {
+    return detail::compile(std::move(fun), fun_id, shapeless);
+  }
+  // No address to key on (a lambda with captures): key on a private copy, whose cache
+  // entries go when the last copy of the compiled function does.
+  using Fn = std::function<std::vector<array>(const std::vector<array>&)>;
+  auto owned = std::shared_ptr<Fn>(new Fn(std::move(fun)), [](Fn* p) {
+    detail::compile_erase(reinterpret_cast<std::uintptr_t>(p));
+    delete p;
+  });
+  auto fun_id = reinterpret_cast<std::uintptr_t>(owned.get());
+  return detail::compile(
+      [owned = std::move(owned)](const std::vector<array>& inputs) { return (*owned)(inputs); },
+      fun_id, shapeless);
+}
+
+std::function<std::vector<array>(const std::vector<array>&)> compile(
+    std::vector<array> (*fun)(const std::vector<array>&),
+    bool shapeless) {
+  if (detail::skip_compile()) return fun;
+  return detail::compile(fun, reinterpret_cast<std::uintptr_t>(fun), shapeless);
+}
+
+void disable_compile() {
+  detail::compile_mode() = CompileMode::disabled;
+}
+
+void enable_compile() {
+  detail::compile_mode() = CompileMode::enabled;
+}
+
+void set_compile_mode(CompileMode mode) {
+  detail::compile_mode() = mode;
+}
+
+} // namespace nuvec

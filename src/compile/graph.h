@@ -1,0 +1,74 @@
+// nuvec: what the compile passes share: the parents map of a traced graph, the edits that
+// rewire it (merge, split), which primitives fuse, and the passes themselves (trace.cpp,
+// simplify.cpp, fuse.cpp). The algorithms are MLX 0.32's (mlx/compile.cpp, compile_impl.h).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "nuvec/compile.h"
+
+namespace nuvec::detail {
+
+/// For each array id, the nodes that read it and at which input position.
+using ParentsMap = std::unordered_map<std::uintptr_t, std::vector<std::pair<array, int>>>;
+
+/// Deepest chain and most arrays (inputs and outputs) one fused node takes (MLX's limits).
+constexpr int max_compile_depth = 11;
+constexpr int max_compile_arrays = 24;
+
+/// Element-wise primitives a fused node can hold: Unary, Binary, Select, AsType, Broadcast.
+bool is_fusable(const Primitive& p);
+bool is_broadcast(const Primitive& p);
+/// Identities compile removes: Copy and StopGradient.
+bool is_noop(const Primitive& p);
+
+/// Points every reader of src at dst (src's siblings are left alone).
+void merge_one(array& dst, array& src, ParentsMap& parents_map);
+/// merge_one for every output of two equivalent nodes, in output order.
+void merge(array& dst, array& src, ParentsMap& parents_map);
+/// A copy of node x (same primitive and inputs) that the readers outside `keep` now read;
+/// readers in `keep` keep reading x.
+array split_one(const array& x, ParentsMap& parents_map, const std::unordered_set<std::uintptr_t>& keep);
+
+/// Runs fun on placeholder tracers of inputs' shapes and dtypes; returns (tracers, outputs).
+std::pair<std::vector<array>, std::vector<array>> compile_trace(
+    const std::function<std::vector<array>(const std::vector<array>&)>& fun,
+    const std::vector<array>& inputs);
+
+/// The nodes between the tracers and the outputs, inputs first, copied so that later edits
+/// touch no array the caller holds, and their parents map. Throws std::invalid_argument
+/// when the graph reads one of the real inputs (`original_inputs`) instead of its tracer.
+std::pair<std::vector<array>, ParentsMap> compile_dfs(
+    const std::vector<array>& inputs,
+    std::vector<array>& outputs,
+    const std::vector<array>& original_inputs);
+
+/// Merges equal scalar constants, removes no-ops and merges equivalent nodes reading the
+/// same inputs (`passes` times), editing tape, parents_map and outputs in place.
+void compile_simplify(
+    std::vector<array>& tape,
+    ParentsMap& parents_map,
+    std::vector<array>& outputs,
+    int passes);
+
+/// Replaces element-wise sections of the tape with Compiled nodes.
+void compile_fuse(
+    std::vector<array>& tape,
+    ParentsMap& parents_map,
+    const std::vector<array>& inputs,
+    std::vector<array>& outputs);
+
+/// The tape rebuilt on the real inputs: the arrays standing for trace_outputs. With
+/// shapeless, every node's shape is recomputed from its real inputs.
+std::vector<array> compile_replace(
+    const std::vector<array>& tape,
+    const std::vector<array>& trace_inputs,
+    const std::vector<array>& trace_outputs,
+    const std::vector<array>& inputs,
+    bool shapeless);
+
+} // namespace nuvec::detail
