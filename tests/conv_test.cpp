@@ -460,6 +460,36 @@ TEST(ConvGrad, Conv3d) {
   check_grad(f, {randn({1, 3, 4, 4, 2}), randn({2, 2, 2, 2, 2})});
 }
 
+TEST(ConvGrad, ExtentsPastInt32) {
+  // Stride and padding of 2^31 - 1 along H: the padded input and the stride-dilated
+  // cotangent span about 2^32 positions, though the output has 3 rows. Only output row 1
+  // reads the input (rows 0..2); rows 0 and 2 read padding. MLX throws std::overflow_error
+  // for the weight gradient; nuvec computes it in 64 bits (docs/MLX-DIFFERENCES.md).
+  const int imax = 2147483647;
+  auto x = randn({1, 8, 7, 1}, float64), w = randn({1, 3, 3, 1}, float64);
+  auto f = [&](const std::vector<array>& p) {
+    return std::vector<array>{conv_general(p[0], p[1], {imax, 1}, {imax, 0}, {imax, 0}, {1, 1}, {1, 1})};
+  };
+  auto y = f({x, w})[0];
+  ASSERT_EQ(y.shape(), (Shape{1, 3, 5, 1}));
+  auto cot = randn(y.shape(), float64);
+  auto [outs, grads] = vjp(f, {x, w}, {cot});
+  auto xv = to_vector(x), wv = to_vector(w), cv = to_vector(cot);
+  std::vector<double> ye(15, 0.0), dx(56, 0.0), dw(9, 0.0);
+  for (int j = 0; j < 5; ++j) {
+    for (int k = 0; k < 3; ++k) {
+      for (int l = 0; l < 3; ++l) {
+        ye[5 + j] += xv[k * 7 + j + l] * wv[k * 3 + l];
+        dw[k * 3 + l] += cv[5 + j] * xv[k * 7 + j + l];
+        dx[k * 7 + j + l] += cv[5 + j] * wv[k * 3 + l];
+      }
+    }
+  }
+  expect_close(y, {1, 3, 5, 1}, ye, 1e-12, 1e-12);
+  expect_close(grads[0], {1, 8, 7, 1}, dx, 1e-12, 1e-12);
+  expect_close(grads[1], {1, 3, 3, 1}, dw, 1e-12, 1e-12);
+}
+
 TEST(ConvGrad, Transposed) {
   auto f = [](const std::vector<array>& in) {
     return conv_transpose2d(in[0], in[1], {2, 2}, {1, 0}, {1, 2}, {1, 0}, 2);

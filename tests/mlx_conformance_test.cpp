@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
+#include <typeinfo>
 
 #include "nuvec/nuvec.h"
 #include "nuvec/version.h"
@@ -46,6 +48,28 @@ TEST(MlxConformance, EvalDataAndPrintInsideVjpJvpKeepTheGraph) {
   array h = multiply(x, x);
   eval(h);
   EXPECT_FALSE(h.has_primitive());
+}
+
+TEST(MlxConformance, ContainerReuseDoesNotStackCopiesAndGradOfGradStaysAttached) {
+  // MLX's "container reuse" case: a function that stores its tracer in the caller's container
+  // hands that tracer back on the next call; it must not gain one Copy per call.
+  array x = ones({8});
+  std::vector<array> container = {array(1.0f)};
+  auto g = grad([&container](const std::vector<array>& in) {
+    container[0] = in[0];
+    return sum(in[1]);
+  });
+  for (int i = 0; i < 4; ++i) eval(g({container[0], x}));
+  int copies = 0;
+  for (array a = container[0]; a.has_primitive(); a = a.inputs()[0]) {
+    copies += typeid(a.primitive()) == typeid(Copy);
+    if (a.inputs().empty()) break;
+  }
+  EXPECT_EQ(copies, 1);
+  // The tracer of an enclosing grad is a pending Copy too, but live: grad(grad(exp)) = exp.
+  auto expfn = [](const array& v) { return exp(v); };
+  EXPECT_NEAR(grad(grad(expfn))(array(1.0f)).item<float>(), std::exp(1.0f), 1e-5);
+  EXPECT_NEAR(grad(grad(grad(expfn)))(array(0.5f)).item<float>(), std::exp(0.5f), 1e-5);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -243,4 +267,32 @@ TEST(MlxConformance, VariadicAsyncEval) {
   async_eval(a, b);
   b.wait();
   expect_close(b, {2}, {2.0, 2.0 * std::exp(1.0)});
+}
+
+TEST(MlxConformance, ComplexLogAddExp) {
+  // MLX accepts complex logaddexp: the lexicographic max plus log(1 + e^(min - max)).
+  const float inf = std::numeric_limits<float>::infinity();
+  auto one = logaddexp(array(complex64_t{1, 1}), array(complex64_t{-inf, -inf}));
+  EXPECT_EQ(one.dtype(), complex64);
+  EXPECT_EQ(one.item<complex64_t>(), (complex64_t{1, 1}));
+  auto a = array({complex64_t{0.5f, 0.2f}, complex64_t{-1.0f, 2.0f}, complex64_t{3.0f, -0.7f}});
+  auto b = array({complex64_t{0.1f, -0.3f}, complex64_t{2.0f, 0.5f}, complex64_t{3.0f, 0.4f}});
+  auto got = logaddexp(a, b);
+  auto want = log(add(exp(a), exp(b)));
+  EXPECT_TRUE(allclose(got, want, 1e-5, 1e-6).item<bool>()) << got << want;
+  // Its derivative, e^(a - out), in reverse mode on conjugated primals (MLX's convention).
+  auto f = [&](const array& x) { return logaddexp(x, b); };
+  auto g = vjp(f, a, ones({3}, complex64)).second;
+  EXPECT_TRUE(allclose(g, conjugate(divide(exp(a), add(exp(a), exp(b)))), 1e-5, 1e-6).item<bool>());
+}
+
+TEST(MlxConformance, RollSumsShiftsIn64Bits) {
+  // NumPy's roll: np.roll([1, 2, 3, 4], [2**31 - 1, 2**31 - 1]) rolls by (2^32 - 2) mod 4 = 2.
+  // MLX throws std::overflow_error here (docs/MLX-DIFFERENCES.md); INT_MIN stays the identity.
+  const int imax = 2147483647;
+  array x = array({1, 2, 3, 4});
+  EXPECT_TRUE(array_equal(roll(x, Shape{imax, imax}), array({3, 4, 1, 2})).item<bool>());
+  EXPECT_TRUE(array_equal(roll(x, Shape{imax, imax}, 0), array({3, 4, 1, 2})).item<bool>());
+  EXPECT_TRUE(array_equal(roll(x, -imax - 1), x).item<bool>());
+  EXPECT_THROW(tile(zeros({2}), {imax}), std::overflow_error);
 }

@@ -459,7 +459,10 @@ array power(const array& a, const array& b, StreamOrDevice s = {});
 /// Element-wise max/min; NaN propagates (NumPy's maximum/minimum).
 array maximum(const array& a, const array& b, StreamOrDevice s = {});
 array minimum(const array& a, const array& b, StreamOrDevice s = {});
-/// log(exp(a) + exp(b)), computed stably.
+/// log(exp(a) + exp(b)), computed stably as max + log1p(exp(min - max)); equal infinities
+/// give themselves, NaN propagates. Inexact result dtype (integers promote to float32).
+/// complex64 is accepted as in MLX (lexicographic max; NumPy has no complex logaddexp).
+/// Broadcasts; throws std::invalid_argument for shapes that do not broadcast.
 array logaddexp(const array& a, const array& b, StreamOrDevice s = {});
 /// The angle of (b, a): atan2(a, b).
 array arctan2(const array& a, const array& b, StreamOrDevice s = {});

@@ -393,7 +393,9 @@ array minimum(const array& a, const array& b, StreamOrDevice s) {
   return promoted("minimum", BinaryOp::Minimum, a, b, s);
 }
 array logaddexp(const array& a, const array& b, StreamOrDevice s) {
-  return float_binary("logaddexp", BinaryOp::LogAddExp, a, b, s);
+  // Complex inputs are accepted, as MLX (NumPy has no complex logaddexp).
+  return binary("logaddexp", BinaryOp::LogAddExp, a, b,
+                float_result_type(promote_types(a.dtype(), b.dtype())), s);
 }
 array arctan2(const array& a, const array& b, StreamOrDevice s) {
   return float_binary("arctan2", BinaryOp::ArcTan2, a, b, s);

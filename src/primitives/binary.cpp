@@ -36,7 +36,9 @@ std::optional<array> binary_partial(
     case BinaryOp::Minimum:
       return multiply(v, mask(i == 0 ? less(a, b) : greater_equal(a, b)));
     case BinaryOp::LogAddExp: {
-      array s = sigmoid(subtract(a, b));
+      // e^a / (e^a + e^b): the sigmoid of a - b for reals (finite at infinities), e^(a - out)
+      // for complex operands (no complex sigmoid).
+      array s = a.dtype() == complex64 ? exp(subtract(a, out)) : sigmoid(subtract(a, b));
       return multiply(v, i == 0 ? s : subtract(c(1), s));
     }
     case BinaryOp::ArcTan2: {

@@ -36,7 +36,14 @@ std::vector<array> make_tracers(const std::vector<array>& primals) {
   std::vector<array> out;
   out.reserve(primals.size());
   for (auto& p : primals) {
-    out.push_back(copy(p, stream_of(p)));
+    // A pending Copy that is not a live tracer (a tracer a finished transform left in the
+    // caller's container: build_tape cleared its flag) holds its input's value, so wrap the
+    // input instead and reusing the container does not stack one Copy per call (MLX's
+    // autograd test "container reuse"). A live tracer of an enclosing transform (grad of
+    // grad) must stay wrapped: unwrapping it would cut the outer derivative.
+    const bool stale_copy = p.status() == array::Status::unscheduled && p.has_primitive() &&
+        !p.is_tracer() && typeid(p.primitive()) == typeid(Copy);
+    out.push_back(copy(stale_copy ? p.inputs()[0] : p, stream_of(p)));
     out.back().set_tracer(true);
   }
   return out;

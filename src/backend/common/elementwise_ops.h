@@ -501,7 +501,9 @@ struct Minimum {
     return a < b ? a : b;
   }
 };
-/// log(e^a + e^b) = max + log1p(e^-|a - b|); equal infinities return themselves.
+/// log(e^a + e^b) = max + log1p(e^-|a - b|); equal infinities return themselves. Complex
+/// operands (MLX's rule): the lexicographic max plus log(1 + e^(min - max)), and the max
+/// itself when the min is -inf or the max +inf (both on the real axis).
 struct LogAddExp {
   template <Real T>
   NUVEC_HD T operator()(T a, T b) const {
@@ -509,6 +511,16 @@ struct LogAddExp {
     T hi = a > b ? a : b, lo = a > b ? b : a;
     if (hi == lo && std::isinf(hi)) return hi; // inf - inf would be NaN below
     return hi + std::log1p(std::exp(lo - hi));
+  }
+  template <Complex T>
+  NUVEC_HD T operator()(T a, T b) const {
+    using C = std::complex<float>;
+    const C x = arith(a), y = arith(b);
+    const bool x_hi = x.real() > y.real() || (x.real() == y.real() && x.imag() > y.imag());
+    const C hi = x_hi ? x : y, lo = x_hi ? y : x;
+    const float inf = std::numeric_limits<float>::infinity();
+    if (lo == C(-inf) || hi == C(inf)) return T(hi);
+    return T(hi + std::log(C(1) + std::exp(lo - hi)));
   }
 };
 struct ArcTan2 {

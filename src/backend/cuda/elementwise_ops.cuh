@@ -599,6 +599,15 @@ struct LogAddExp {
     if (hi == lo && dmath::isinf(hi)) return hi; // inf - inf would be NaN below
     return hi + dmath::log1p(dmath::exp(lo - hi));
   }
+  /// Complex operands: the host's rule (backend/common/elementwise_ops.h).
+  template <Complex T>
+  __device__ T operator()(T a, T b) const {
+    const bool b_hi = less_than(a, b);
+    const T hi = b_hi ? b : a, lo = b_hi ? a : b;
+    const float inf = cuda::std::numeric_limits<float>::infinity();
+    if (lo == T(-inf) || hi == T(inf)) return hi;
+    return hi + cuda::std::log(T(1) + cuda::std::exp(lo - hi));
+  }
 };
 /// The angle of (b, a), in (-pi, pi].
 struct ArcTan2 {
