@@ -49,6 +49,7 @@ def main():
     m2 = rng.uniform(-1, 1, (1024, 1024)).astype(np.float32)
     x = rng.uniform(-1, 1, 16).astype(np.float32)
     s6 = rng.uniform(-1, 1, 1_000_000).astype(np.float32)
+    cols = rng.uniform(-1, 1, (4096, 1024)).astype(np.float32)
 
     def chain():
         y = x
@@ -62,6 +63,7 @@ def main():
         ("add 1e7 f32", nv["BM_add"]["real_time"] / 1e3, best_time(lambda: np.add(a, b)), 12 * n / bw),
         ("exp 1e7 f32", nv["BM_exp"]["real_time"] / 1e3, best_time(lambda: np.exp(a)), 8 * n / bw),
         ("sum 1e7 f32", nv["BM_sum"]["real_time"] / 1e3, best_time(lambda: np.sum(a)), 4 * n / bw),
+        ("sum axis 0 4096x1024 f32", nv["BM_sum_axis0_4096x1024"]["real_time"] / 1e3, best_time(lambda: np.sum(cols, axis=0)), 4 * cols.size / bw),
         ("matmul 1024^3 f32", nv["BM_matmul_1024"]["real_time"] / 1e3, best_time(lambda: m1 @ m2), 2 * 1024**3 / peak),
         ("cumsum 1e7 f32", nv["BM_cumsum_1e7"]["real_time"] / 1e3, best_time(lambda: np.cumsum(a)), 8 * n / bw),
         ("sort 1e6 f32", nv["BM_sort_1e6"]["real_time"] / 1e3, best_time(lambda: np.sort(s6)), None),

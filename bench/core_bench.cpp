@@ -1,5 +1,5 @@
 // nuvec benchmarks for the core issue: element-wise add and exp and a full sum over 10^7
-// float32, a 1024^3 float32 matmul, and the per-op cost of building and evaluating a chain
+// float32, the column sum of a 4096 x 1024 float32 array, a 1024^3 float32 matmul, and the per-op cost of building and evaluating a chain
 // of 10,000 small ops. bench/run.sh runs this beside NumPy and prints the ratios.
 #include <benchmark/benchmark.h>
 
@@ -66,6 +66,17 @@ void BM_sum(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * kN * sizeof(float));
 }
 
+// The column sum of issue 10: axis 0 of a 4096 x 1024 float32 array.
+void BM_sum_axis0_4096x1024(benchmark::State& state) {
+  auto a = random_f32({4096, 1024});
+  nx::eval(a);
+  for (auto _ : state) {
+    auto c = nx::sum(a, 0);
+    nx::eval(c);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * 4096 * 1024 * sizeof(float));
+}
+
 void BM_matmul_1024(benchmark::State& state) {
   auto a = random_f32({1024, 1024}), b = random_f32({1024, 1024});
   nx::eval(a, b);
@@ -97,6 +108,7 @@ BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_exp)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_sum)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_sum_axis0_4096x1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_chain_10k)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "nuvec/array.h"
@@ -81,17 +82,22 @@ inline ReducePlan make_reduce_plan(
   return plan;
 }
 
-/// Calls f(offset) for every index of (shape, strides) in row-major order, with the element
-/// offset it maps to. An empty shape has one index (offset 0).
+/// Calls f(offset) for the indices [begin, end) of (shape, strides) in row-major order, with
+/// the element offset each maps to (a range of them can go to each thread).
 template <typename F>
-void for_each_offset(const std::vector<int64_t>& shape, const Strides& strides, F&& f) {
+void for_each_offset_in(
+    const std::vector<int64_t>& shape, const Strides& strides, int64_t begin, int64_t end, F&& f) {
   const int nd = static_cast<int>(shape.size());
-  int64_t total = 1;
-  for (auto n : shape) total *= n;
-  if (total == 0) return;
+  if (begin >= end) return;
   std::vector<int64_t> idx(nd, 0);
   int64_t off = 0;
-  for (int64_t i = 0; i < total; ++i) {
+  int64_t rest = begin; // unravel begin
+  for (int d = nd - 1; d >= 0; --d) {
+    idx[d] = rest % shape[d];
+    rest /= shape[d];
+    off += idx[d] * strides[d];
+  }
+  for (int64_t i = begin; i < end; ++i) {
     f(off);
     for (int d = nd - 1; d >= 0; --d) {
       if (++idx[d] < shape[d]) {
@@ -102,6 +108,20 @@ void for_each_offset(const std::vector<int64_t>& shape, const Strides& strides, 
       off -= strides[d] * (shape[d] - 1);
     }
   }
+}
+
+/// The number of indices of a shape (1 for an empty shape).
+inline int64_t index_count(const std::vector<int64_t>& shape) {
+  int64_t total = 1;
+  for (auto n : shape) total *= n;
+  return total;
+}
+
+/// Calls f(offset) for every index of (shape, strides) in row-major order, with the element
+/// offset it maps to. An empty shape has one index (offset 0).
+template <typename F>
+void for_each_offset(const std::vector<int64_t>& shape, const Strides& strides, F&& f) {
+  for_each_offset_in(shape, strides, 0, index_count(shape), std::forward<F>(f));
 }
 
 } // namespace nuvec

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "backend/common/dispatch.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/errors.h"
 #include "primitives/primitives.h"
 
@@ -168,32 +168,23 @@ void im2col_rows(const ConvPlan& p, const E* in, int g, int64_t r0, int64_t r1, 
   }
 }
 
-// im2col over [r0, r1) split between threads when the chunk is large enough to pay for them.
+// im2col over [r0, r1) split over the thread pool when the chunk is large enough to pay
+// for it. At most 4 chunks: more gained nothing measurable on 16 cores, where OpenBLAS's own
+// workers (still spinning after the previous gemm) compete for the same cores.
 template <typename T, typename E>
 void im2col(const ConvPlan& p, const E* in, int g, int64_t r0, int64_t r1, T* col) {
-  constexpr int64_t kMinPerThread = int64_t{1} << 16; // elements written
+  constexpr int64_t kMinPerChunk = int64_t{1} << 16; // elements written
   int64_t work = (r1 - r0) * p.kc;
-  // At most 4 threads: more gained nothing measurable on 16 cores, where OpenBLAS's own
-  // workers (still spinning after the previous gemm) compete for the same cores.
-  int threads = static_cast<int>(std::min<int64_t>(
-      {std::max(1u, std::thread::hardware_concurrency()), 4, work / kMinPerThread}));
-  if (threads <= 1) {
+  int64_t chunks = std::min<int64_t>({cpu::num_threads(), 4, work / kMinPerChunk});
+  if (chunks <= 1) {
     im2col_rows(p, in, g, r0, r1, col);
     return;
   }
-  std::vector<std::thread> pool;
-  int64_t per = (r1 - r0 + threads - 1) / threads;
-  for (int t = 1; t < threads; ++t) {
-    int64_t a = r0 + t * per, b = std::min(r1, a + per);
-    if (a >= b) break;
-    try {
-      pool.emplace_back([&, a, b] { im2col_rows(p, in, g, a, b, col + (a - r0) * p.kc); });
-    } catch (...) {
-      im2col_rows(p, in, g, a, b, col + (a - r0) * p.kc); // no thread to be had
-    }
-  }
-  im2col_rows(p, in, g, r0, std::min(r1, r0 + per), col);
-  for (auto& th : pool) th.join();
+  int64_t per = (r1 - r0 + chunks - 1) / chunks;
+  cpu::run_tasks(static_cast<size_t>(chunks), [&](size_t t) {
+    int64_t a = r0 + static_cast<int64_t>(t) * per, b = std::min(r1, a + per);
+    if (a < b) im2col_rows(p, in, g, a, b, col + (a - r0) * p.kc);
+  });
 }
 
 // C (m x n, ldc) = A (m x k, lda) * B^T with B (n x k) row-major.

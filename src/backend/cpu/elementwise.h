@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <thread>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "backend/common/strided.h"
+#include "backend/cpu/thread_pool.h"
 #include "nuvec/array.h"
 
 namespace nuvec::cpu {
@@ -82,25 +84,16 @@ inline StridedPlan strided_plan(
   return collapse_dims(shape, strides);
 }
 
-/// Runs f(begin, end) over [0, n), on two threads when n is large enough that a thread's
-/// start-up cost (tens of microseconds) is small against the work.
+/// Runs f(begin, end) over [0, n) on the CPU thread pool, in chunks of at least 2^16
+/// elements: below that a pool wake-up (some microseconds) is not small against the work.
 template <typename F>
 void parallel_for(size_t n, F&& f) {
-  constexpr size_t kMinParallel = size_t(1) << 20;
-  if (n < kMinParallel) {
+  constexpr size_t kGrain = size_t(1) << 16;
+  if (n < 2 * kGrain) {
     f(size_t(0), n);
     return;
   }
-  size_t mid = (n / 2) & ~size_t(63); // cache-line aligned halves for every element size
-  std::thread helper;
-  try {
-    helper = std::thread([&f, mid, n] { f(mid, n); });
-  } catch (...) {
-    f(size_t(0), n); // no thread to be had: run it all here
-    return;
-  }
-  f(size_t(0), mid);
-  helper.join();
+  cpu::parallel_for(n, kGrain, std::function<void(size_t, size_t)>(std::forward<F>(f)));
 }
 
 } // namespace nuvec::cpu

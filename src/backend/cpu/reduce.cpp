@@ -11,6 +11,7 @@
 #include "backend/common/dispatch.h"
 #include "backend/common/elementwise_ops.h"
 #include "backend/common/reduce_plan.h"
+#include "backend/cpu/thread_pool.h"
 #include "primitives/primitives.h"
 
 namespace nuvec {
@@ -237,16 +238,83 @@ class PairwiseRows {
   std::vector<std::unique_ptr<A[]>> free_;
 };
 
+// Work below this many input elements stays on the calling thread (a pool wake-up costs
+// some microseconds).
+constexpr int64_t kParallelReads = int64_t{1} << 17;
+
+// Splits [0, n) items, each worth `per_item` input reads, over the thread pool.
+template <typename F>
+void split_items(int64_t n, int64_t per_item, F&& f) {
+  int64_t chunks = std::min<int64_t>(cpu::num_threads(), n * per_item / kParallelReads);
+  chunks = std::min(chunks, n);
+  if (chunks <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  int64_t per = (n + chunks - 1) / chunks;
+  cpu::run_tasks(static_cast<size_t>(chunks), [&](size_t c) {
+    int64_t b = static_cast<int64_t>(c) * per;
+    f(b, std::min(n, b + per));
+  });
+}
+
+// One long contiguous run on the pool, with the same result as reduce_run on one thread:
+// a sum splits at reduce_run's own pairwise halves (the top levels of its tree run as
+// tasks and are combined in the same order), max/min/and/or are exact in any order. Other
+// ops (prod rounds differently in another order) stay on the calling thread.
+template <ReduceOp op, typename T, typename A>
+A reduce_long_run(const T* p, int64_t n) {
+  constexpr bool exact = op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::And ||
+      op == ReduceOp::Or;
+  if (!(op == ReduceOp::Sum || exact) || n < 2 * kParallelReads || cpu::num_threads() < 2) {
+    return reduce_run<op, T, A>(p, n, 1);
+  }
+  // Leaves of the top `levels` of the pairwise tree, left to right.
+  int levels = 1;
+  while ((1 << levels) < cpu::num_threads() && (n >> (levels + 1)) >= kParallelReads) ++levels;
+  std::vector<std::pair<int64_t, int64_t>> leaves = {{0, n}};
+  for (int l = 0; l < levels; ++l) {
+    std::vector<std::pair<int64_t, int64_t>> next;
+    for (auto [b, len] : leaves) {
+      int64_t half = (len / 2 + kLanes - 1) / kLanes * kLanes; // reduce_run's split
+      next.push_back({b, half});
+      next.push_back({b + half, len - half});
+    }
+    leaves = std::move(next);
+  }
+  std::vector<A> part(leaves.size());
+  cpu::run_tasks(leaves.size(), [&](size_t i) {
+    part[i] = reduce_run<op, T, A>(p + leaves[i].first, leaves[i].second, 1);
+  });
+  Combine<op, A> f;
+  for (size_t w = part.size() / 2; w > 0; w /= 2) { // the tree's own pairing, bottom up
+    for (size_t i = 0; i < w; ++i) part[i] = f(part[2 * i], part[2 * i + 1]);
+  }
+  return part[0];
+}
+
 template <ReduceOp op, typename T>
 void reduce_plan_loop(const ReducePlan& plan, const T* in, T* out) {
   using A = acc_t<T>;
   Combine<op, A> f;
   switch (plan.kind) {
     case ReduceKind::Row: {
+      // Each output is one run; ranges of outputs go to the pool.
       int64_t n = plan.reduce_size;
-      int64_t o = 0;
-      for_each_offset(plan.kept_shape, plan.kept_strides, [&](int64_t off) {
-        out[o++] = static_cast<T>(reduce_run<op, T, A>(in + off, n, 1));
+      const int64_t outputs = index_count(plan.kept_shape);
+      if (outputs < cpu::num_threads() && n >= 2 * kParallelReads) {
+        // Fewer outputs than threads (a full reduction): each long run on the pool.
+        int64_t o = 0;
+        for_each_offset(plan.kept_shape, plan.kept_strides, [&](int64_t off) {
+          out[o++] = static_cast<T>(reduce_long_run<op, T, A>(in + off, n));
+        });
+        return;
+      }
+      split_items(index_count(plan.kept_shape), n, [&](int64_t begin, int64_t end) {
+        int64_t o = begin;
+        for_each_offset_in(plan.kept_shape, plan.kept_strides, begin, end, [&](int64_t off) {
+          out[o++] = static_cast<T>(reduce_run<op, T, A>(in + off, n, 1));
+        });
       });
       return;
     }
@@ -255,27 +323,97 @@ void reduce_plan_loop(const ReducePlan& plan, const T* in, T* out) {
       std::vector<int64_t> outer_shape(plan.kept_shape.begin(), plan.kept_shape.end() - 1);
       Strides outer_strides(plan.kept_strides.begin(), plan.kept_strides.end() - 1);
       const int64_t inner = plan.kept_shape.back();
-      PairwiseRows<op, A> rows(inner);
+      const int64_t outer = index_count(outer_shape);
       // The reduced dims: the outermost one is split into blocks, the others walked whole.
       std::vector<int64_t> rest_shape(plan.reduced_shape.begin() + 1, plan.reduced_shape.end());
       Strides rest_strides(plan.reduced_strides.begin() + 1, plan.reduced_strides.end());
       const int64_t n0 = plan.reduced_shape[0], s0 = plan.reduced_strides[0];
-      int64_t o = 0;
-      for_each_offset(outer_shape, outer_strides, [&](int64_t off) {
-        for (int64_t b = 0; b < n0; b += kColumnBlock) {
-          A* acc = rows.next_block();
-          int64_t e = std::min(n0, b + kColumnBlock);
-          for (int64_t r = b; r < e; ++r) {
-            for_each_offset(rest_shape, rest_strides, [&](int64_t roff) {
-              const T* p = in + off + r * s0 + roff;
-              for (int64_t j = 0; j < inner; ++j) acc[j] = f(acc[j], static_cast<A>(p[j]));
-            });
+      const int64_t reads_per_output = n0 * index_count(rest_shape);
+      // Columns [j0, j1) of the outer rows [begin, end): the order of every column's
+      // accumulation is the same however the work is split.
+      auto columns = [&](int64_t begin, int64_t end, int64_t j0, int64_t j1) {
+        PairwiseRows<op, A> rows(j1 - j0);
+        int64_t o = begin * inner;
+        for_each_offset_in(outer_shape, outer_strides, begin, end, [&](int64_t off) {
+          for (int64_t b = 0; b < n0; b += kColumnBlock) {
+            A* acc = rows.next_block();
+            int64_t e = std::min(n0, b + kColumnBlock);
+            for (int64_t r = b; r < e; ++r) {
+              for_each_offset(rest_shape, rest_strides, [&](int64_t roff) {
+                const T* p = in + off + r * s0 + roff + j0;
+                for (int64_t j = 0; j < j1 - j0; ++j) acc[j] = f(acc[j], static_cast<A>(p[j]));
+              });
+            }
+            rows.close_block();
           }
-          rows.close_block();
+          rows.finish(out + o + j0);
+          o += inner;
+        });
+      };
+      const int64_t blocks = (n0 + kColumnBlock - 1) / kColumnBlock;
+      if (outer == 1 && cpu::num_threads() > 1 && blocks >= 2 &&
+          inner * reads_per_output >= 2 * kParallelReads) {
+        // One set of columns (a 2-d column sum): split the rows. Each thread reads whole
+        // rows (a column split would read strided half rows, no faster than one thread).
+        // The chunks follow PairwiseRows' own tree, so the result is the one-thread result:
+        // the block count's binary decomposition gives parts of 2^a blocks (combined right
+        // to left at the end), and each part splits into 2^m equal halves-of-halves
+        // (combined as a balanced tree).
+        struct Chunk { int64_t first, count; int part; };
+        std::vector<Chunk> chunks;
+        std::vector<int64_t> part_size;
+        for (int64_t left = blocks, first = 0; left > 0;) {
+          int64_t size = int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(left)));
+          part_size.push_back(size);
+          left -= size;
+          int64_t sub = size;
+          while (sub > 1 && size / sub < cpu::num_threads()) sub /= 2;
+          for (int64_t b = first; b < first + size; b += sub) {
+            chunks.push_back({b, sub, static_cast<int>(part_size.size()) - 1});
+          }
+          first += size;
         }
-        rows.finish(out + o);
-        o += inner;
-      });
+        std::vector<std::unique_ptr<A[]>> partial(chunks.size());
+        cpu::run_tasks(chunks.size(), [&](size_t c) {
+          PairwiseRows<op, A> rows(inner);
+          const int64_t r0 = chunks[c].first * kColumnBlock;
+          const int64_t r_end = std::min(n0, (chunks[c].first + chunks[c].count) * kColumnBlock);
+          for (int64_t b = r0; b < r_end; b += kColumnBlock) {
+            A* acc = rows.next_block();
+            for (int64_t r = b; r < std::min(r_end, b + kColumnBlock); ++r) {
+              for_each_offset(rest_shape, rest_strides, [&](int64_t roff) {
+                const T* p = in + r * s0 + roff;
+                for (int64_t j = 0; j < inner; ++j) acc[j] = f(acc[j], static_cast<A>(p[j]));
+              });
+            }
+            rows.close_block();
+          }
+          partial[c].reset(new A[inner]);
+          rows.finish(partial[c].get());
+        });
+        auto combine = [&](A* dst, const A* src) {
+          for (int64_t j = 0; j < inner; ++j) dst[j] = f(dst[j], src[j]);
+        };
+        // Within each part, a balanced tree over its chunks; then the parts, right to left.
+        std::vector<A*> part_result;
+        for (size_t c = 0; c < chunks.size();) {
+          size_t e = c;
+          while (e < chunks.size() && chunks[e].part == chunks[c].part) ++e;
+          for (size_t w = 1; w < e - c; w *= 2) {
+            for (size_t i = c; i + w < e; i += 2 * w) combine(partial[i].get(), partial[i + w].get());
+          }
+          part_result.push_back(partial[c].get());
+          c = e;
+        }
+        for (size_t i = part_result.size() - 1; i > 0; --i) {
+          combine(part_result[i - 1], part_result[i]);
+        }
+        for (int64_t j = 0; j < inner; ++j) out[j] = static_cast<T>(part_result[0][j]);
+      } else {
+        split_items(outer, inner * reads_per_output, [&](int64_t begin, int64_t end) {
+          columns(begin, end, 0, inner);
+        });
+      }
       return;
     }
     case ReduceKind::General: {
@@ -283,13 +421,16 @@ void reduce_plan_loop(const ReducePlan& plan, const T* in, T* out) {
       std::vector<int64_t> rest_shape(plan.reduced_shape.begin(), plan.reduced_shape.end() - 1);
       Strides rest_strides(plan.reduced_strides.begin(), plan.reduced_strides.end() - 1);
       const int64_t n = plan.reduced_shape.back(), s = plan.reduced_strides.back();
-      int64_t o = 0;
-      for_each_offset(plan.kept_shape, plan.kept_strides, [&](int64_t off) {
-        A acc = Combine<op, A>::init();
-        for_each_offset(rest_shape, rest_strides, [&](int64_t roff) {
-          acc = f(acc, reduce_run<op, T, A>(in + off + roff, n, s));
+      const int64_t reads = n * index_count(rest_shape);
+      split_items(index_count(plan.kept_shape), reads, [&](int64_t begin, int64_t end) {
+        int64_t o = begin;
+        for_each_offset_in(plan.kept_shape, plan.kept_strides, begin, end, [&](int64_t off) {
+          A acc = Combine<op, A>::init();
+          for_each_offset(rest_shape, rest_strides, [&](int64_t roff) {
+            acc = f(acc, reduce_run<op, T, A>(in + off + roff, n, s));
+          });
+          out[o++] = static_cast<T>(acc);
         });
-        out[o++] = static_cast<T>(acc);
       });
       return;
     }
