@@ -165,6 +165,70 @@ TEST(Compile, ShapelessReshapeToAFixedShapeThrows) {
   EXPECT_THROW(cf({array({1, 2, 3, 4})}), std::invalid_argument);
 }
 
+// The traced shapes live on in a Broadcast to a fixed shape outside a fused node, or in a
+// constant made from a shape (mean's 1 / N): such a shapeless function traces again for new
+// shapes rather than replaying with stale ones.
+TEST(Compile, ShapelessRetracesWhatCannotFollowNewShapes) {
+  int traces = 0;
+  Fn bmm = [&traces](const std::vector<array>& x) {
+    ++traces;
+    return std::vector<array>{matmul(x[0], x[1])}; // batch broadcast outside any fusion
+  };
+  auto cb = compile(bmm, true);
+  EXPECT_EQ(cb({ones({1, 2, 3}), ones({4, 3, 5})})[0].shape(), (Shape{4, 2, 5}));
+  auto r = cb({ones({1, 2, 3}), ones({2, 3, 5})})[0];
+  EXPECT_EQ(r.shape(), (Shape{2, 2, 5}));
+  expect_allclose(r, full({2, 2, 5}, 3.0f), 0, 0);
+  EXPECT_EQ(traces, 2);
+
+  Fn center = [](const std::vector<array>& x) {
+    return std::vector<array>{x[0] - mean(x[0], -1, true), var(x[0], -1)};
+  };
+  auto cc = compile(center, true);
+  cc({reshape(arange(6.0f), {2, 3})});
+  auto x = reshape(arange(8.0f), {2, 4});
+  auto got = cc({x});
+  expect_allclose(got[0], x - mean(x, -1, true), 1e-6, 1e-6);
+  expect_allclose(got[1], var(x, -1), 1e-6, 1e-6);
+
+  // A broadcast with a stale target: traced (1, 3) + (4, 3), called with (1, 3) + (1, 3).
+  Fn add = [](const std::vector<array>& x) { return std::vector<array>{x[0] + x[1]}; };
+  set_compile_mode(CompileMode::no_fuse);
+  auto ca = compile(add, true);
+  ca({ones({1, 3}), ones({4, 3})});
+  EXPECT_EQ(ca({ones({1, 3}), ones({1, 3})})[0].shape(), (Shape{1, 3}));
+  enable_compile();
+}
+
+// Two fused sections merge only when they do the same work on the same inputs: the same
+// primitives wired differently (x - exp(x) and exp(x) - x), or with other outputs, differ.
+TEST(Compile, FusedSectionsMergeOnlyWhenTheyAreTheSameWork) {
+  array c = array({1.0f, 2.0f, 3.0f});
+  auto f1 = compile([](const std::vector<array>& v) { return std::vector<array>{v[0] - exp(v[0])}; });
+  auto f2 = compile([](const std::vector<array>& v) { return std::vector<array>{exp(v[0]) - v[0]}; });
+  Fn g = [&](const std::vector<array>& v) {
+    return std::vector<array>{f1({c})[0] + v[0], f2({c})[0] + v[0]};
+  };
+  auto got = compile(g)({array(0.0f)});
+  auto want = g({array(0.0f)});
+  expect_allclose(got[0], want[0], 1e-6, 1e-6);
+  expect_allclose(got[1], want[1], 1e-6, 1e-6);
+
+  auto h1 = compile([](const std::vector<array>& v) { return std::vector<array>{exp(v[0]) * v[0]}; });
+  auto h2 = compile([](const std::vector<array>& v) {
+    auto e = exp(v[0]);
+    return std::vector<array>{e, e * v[0]};
+  });
+  Fn h = [&](const std::vector<array>& v) {
+    auto a = h1({c});
+    auto b = h2({c});
+    return std::vector<array>{a[0] + v[0], b[0] + v[0], b[1] + v[0]};
+  };
+  auto hg = compile(h)({array(0.0f)});
+  auto hw = h({array(0.0f)});
+  for (int i = 0; i < 3; ++i) expect_allclose(hg[i], hw[i], 1e-6, 1e-6);
+}
+
 TEST(Compile, ThrowingTraceLeavesNoCacheEntry) {
   bool fail = true;
   Fn f = [&fail](const std::vector<array>& x) {

@@ -2,11 +2,13 @@
 // detail::compile, compile). A cache entry is keyed by the function's id, the default
 // stream, shapeless, the inputs' ndims, shapes (unless shapeless) and dtypes, and the
 // caller's constants; it holds the traced inputs, the simplified and fused tape and outputs.
+#include <typeinfo>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 
 #include "compile/graph.h"
+#include "transforms/trace.h"
 #include "core/errors.h"
 
 namespace nuvec {
@@ -24,6 +26,10 @@ struct CacheEntry {
   std::vector<array> inputs;
   std::vector<array> outputs;
   std::vector<array> tape;
+  // The graph holds the traced shapes in a form replay cannot follow: a constant made from a
+  // shape (note_shape_baked), or a Broadcast to a fixed shape outside a fused node. A
+  // shapeless call with other shapes then traces again (an exact-shape entry) instead.
+  bool shape_baked = false;
 };
 
 class CompilerCache {
@@ -94,13 +100,18 @@ std::shared_ptr<CacheEntry> build_entry(
     const std::vector<uint64_t>& constants) {
   auto entry = std::make_shared<CacheEntry>(
       CacheEntry{default_stream(default_device()), shapeless, constants, {}, {}, {}});
+  const unsigned long baked_before = shape_baked_count();
   std::tie(entry->inputs, entry->outputs) = compile_trace(fun, inputs);
+  entry->shape_baked = shape_baked_count() != baked_before;
   auto [tape, parents_map] = compile_dfs(entry->inputs, entry->outputs, inputs);
   if (compile_mode() != CompileMode::no_simplify) {
     compile_simplify(tape, parents_map, entry->outputs, /* passes */ 3);
   }
   if (compile_mode() != CompileMode::no_fuse) {
     compile_fuse(tape, parents_map, entry->inputs, entry->outputs);
+  }
+  for (auto& a : tape) {
+    if (a.has_primitive() && typeid(a.primitive()) == typeid(Broadcast)) entry->shape_baked = true;
   }
   entry->tape = std::move(tape);
   return entry;
@@ -136,15 +147,30 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
       if (in.is_tracer()) return fun(inputs);
     }
     std::shared_ptr<CacheEntry> entry;
+    bool replay_shapeless = shapeless;
     {
       std::lock_guard<std::recursive_mutex> lock(cache_mutex());
-      entry = compiler_cache().find(fun_id, inputs, shapeless, constants);
-      if (!entry) {
-        entry = build_entry(fun, inputs, shapeless, constants);
-        compiler_cache().insert(fun_id, entry);
+      auto get = [&](bool sl) {
+        auto e = compiler_cache().find(fun_id, inputs, sl, constants);
+        if (!e) {
+          e = build_entry(fun, inputs, sl, constants);
+          compiler_cache().insert(fun_id, e);
+        }
+        return e;
+      };
+      entry = get(shapeless);
+      if (shapeless && entry->shape_baked) {
+        bool same_shapes = true;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          same_shapes = same_shapes && inputs[i].shape() == entry->inputs[i].shape();
+        }
+        if (!same_shapes) {
+          entry = get(false); // replaying would use the traced shapes: trace at these
+          replay_shapeless = false;
+        }
       }
     }
-    return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, shapeless);
+    return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, replay_shapeless);
   };
 }
 

@@ -86,9 +86,29 @@ std::vector<Shape> Compiled::output_shapes(const std::vector<array>& inputs) {
   return std::vector<Shape>(outputs_.size(), broadcast_all(inputs));
 }
 
+// Equal work on equal inputs: the kernel name spells out the wiring (which input each node
+// reads, in order), the dtypes, which nodes are outputs and the constants' kinds; the
+// constants' bits and each node's parameters are compared as well.
 bool Compiled::is_equivalent(const Primitive& other) const {
   if (typeid(other) != typeid(Compiled)) return false;
   const auto& o = static_cast<const Compiled&>(other);
+  if (outputs_.size() != o.outputs_.size() || inputs_.size() != o.inputs_.size() ||
+      lib_name() != o.lib_name()) {
+    return false;
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (is_constant(i) != o.is_constant(i)) return false;
+    if (is_constant(i)) {
+      // Constants hold data (captured when traced): equal dtype, shape and bits.
+      const array& a = inputs_[i];
+      const array& b = o.inputs_[i];
+      if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.strides() != b.strides() ||
+          a.data_size() != b.data_size() ||
+          std::memcmp(a.data<uint8_t>(), b.data<uint8_t>(), a.data_size() * a.itemsize()) != 0) {
+        return false;
+      }
+    }
+  }
   return std::equal(
       tape_.begin(), tape_.end(), o.tape_.begin(), o.tape_.end(),
       [](const array& a, const array& b) {

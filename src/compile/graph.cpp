@@ -2,6 +2,7 @@
 // split_one) and the primitive classes they test for.
 #include "compile/graph.h"
 
+#include <stdexcept>
 #include <typeinfo>
 
 #include "primitives/primitives.h"
@@ -39,6 +40,9 @@ void merge_one(array& dst, array& src, ParentsMap& parents_map) {
 void merge(array& dst, array& src, ParentsMap& parents_map) {
   auto sources = src.outputs();
   auto dests = dst.outputs();
+  if (sources.size() != dests.size()) {
+    throw std::logic_error("[compile] merging nodes with different numbers of outputs.");
+  }
   for (size_t i = 0; i < sources.size(); ++i) merge_one(dests[i], sources[i], parents_map);
 }
 

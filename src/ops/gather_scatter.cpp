@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/ops_common.h"
+#include "transforms/trace.h"
 #include "primitives/gather_scatter.h"
 
 namespace nuvec {
@@ -285,6 +286,7 @@ array masked_scatter(const array& a, const array& mask, const array& src, Stream
   }
   // r(p): true positions before p; NumPy's place cycles through src.
   array rank(a.shape(), int32, std::make_shared<MaskedRank>(to_stream(s), 0), {m});
+  detail::note_shape_baked(); // src's length is a constant of the graph
   array pos = remainder(rank, array(static_cast<int>(src.size()), int32), s);
   array vals = take(flatten(astype(src, a.dtype(), s), s), pos, 0, s);
   return where(m, vals, a, s);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/ops_common.h"
+#include "transforms/trace.h"
 #include "primitives/softmax.h"
 
 namespace nuvec {
@@ -136,6 +137,7 @@ array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOr
   Dtype acc = float_accumulate_type(dt);
   array total = reduce_node(a, ReduceOp::Sum, ax, keepdims, acc, s);
   // 1 / 0 = inf makes an empty mean 0 * inf = NaN, as NumPy.
+  detail::note_shape_baked();
   array out = multiply(total, scalar(1.0 / static_cast<double>(reduced_size(a, ax)), acc), s);
   return acc == dt ? out : astype(out, dt, s);
 }
@@ -158,6 +160,7 @@ array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof,
   array x = astype(a, acc, s);
   array d = subtract(x, mean(x, ax, true, s), s);
   array ss = reduce_node(square(d, s), ReduceOp::Sum, ax, keepdims, acc, s);
+  detail::note_shape_baked();
   double denom = std::max<double>(static_cast<double>(reduced_size(a, ax)) - ddof, 0.0);
   array out = multiply(ss, scalar(1.0 / denom, acc), s);
   return acc == dt ? out : astype(out, dt, s);
@@ -339,6 +342,7 @@ array number_of_elements(
   auto ax = normalize_axes(axes, static_cast<int>(a.ndim()), "number_of_elements");
   std::vector<bool> picked(a.ndim(), false);
   for (int d : ax) picked[d] = true;
+  detail::note_shape_baked();
   double n = 1;
   for (size_t d = 0; d < a.ndim(); ++d) {
     if (picked[d] != inverted) n *= a.shape(static_cast<int>(d));
@@ -380,6 +384,7 @@ array median(const array& a, const std::vector<int>& axes, bool keepdims, Stream
     }
   }
   const int64_t n = reduced_size(a, ax);
+  detail::note_shape_baked(); // the rows' reshape and the picked positions use n
   if (n == 0) {
     return full(out_shape, scalar(std::numeric_limits<double>::quiet_NaN(), dt), dt, s);
   }

@@ -8,7 +8,15 @@ thread_local int tracing_depth = 0;
 thread_local int grad_depth = 0;
 thread_local int retain_depth = 0;
 thread_local bool grad_flags[256];
+thread_local unsigned long baked = 0;
 } // namespace
+
+void note_shape_baked() {
+  ++baked;
+}
+unsigned long shape_baked_count() {
+  return baked;
+}
 
 InTracing::InTracing(bool grad) {
   if (tracing_depth < 256) grad_flags[tracing_depth] = grad;

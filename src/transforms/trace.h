@@ -23,6 +23,13 @@ struct RetainGraph {
   static bool retain_graph();
 };
 
+/// Called by ops that bake the input's shape into the graph as a constant (mean's 1 / N,
+/// masked_scatter's source length, ...). A shapeless compile whose trace saw such an op
+/// traces again for new input shapes instead of replaying (its constants would be stale).
+void note_shape_baked();
+/// How many times note_shape_baked has run on this thread (compile compares before/after).
+unsigned long shape_baked_count();
+
 inline bool in_tracing() {
   return InTracing::in_tracing();
 }
