@@ -148,7 +148,7 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
     return;
   }
   // Chunk boundaries on multiples of 64 elements, the last chunk taking the remainder.
-  size_t per = ((n / chunks) + 63) & ~size_t(63);
+  size_t per = ((n + chunks - 1) / chunks + 63) & ~size_t(63); // at most `chunks` of them
   chunks = (n + per - 1) / per;
   run_tasks(chunks, [&](size_t c) { f(c * per, std::min(n, (c + 1) * per)); });
 }
