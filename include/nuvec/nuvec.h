@@ -13,6 +13,7 @@
 #include "nuvec/dtype.h"
 #include "nuvec/event.h"
 #include "nuvec/export.h"
+#include "nuvec/fast.h"
 #include "nuvec/fft.h"
 #include "nuvec/graph_utils.h"
 #include "nuvec/io.h"
