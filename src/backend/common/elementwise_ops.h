@@ -4,6 +4,8 @@
 // maximum/minimum), MLX's elsewhere. Host-only today; NUVEC_HD marks what CUDA will share.
 #pragma once
 
+#include <stdexcept>
+
 #include <bit>
 #include <cmath>
 #include <complex>
@@ -368,7 +370,9 @@ decltype(auto) visit(UnaryOp op, F&& f) {
     case UnaryOp::Real: return f(RealPart{});
     case UnaryOp::Imag: return f(ImagPart{});
   }
-  return f(Abs{}); // unreachable: the switch is exhaustive
+  // The switch is exhaustive (-Werror=switch); an out-of-range value is a logic error,
+  // never a silent other op.
+  throw std::logic_error("[visit] unknown UnaryOp");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -640,7 +644,7 @@ decltype(auto) visit(BinaryOp op, F&& f) {
     case BinaryOp::LeftShift: return f(LeftShift{});
     case BinaryOp::RightShift: return f(RightShift{});
   }
-  return f(Add{}); // unreachable: the switch is exhaustive
+  throw std::logic_error("[visit] unknown BinaryOp"); // exhaustive switch above
 }
 
 /// The element type a functor writes for input element type T: T itself when the functor

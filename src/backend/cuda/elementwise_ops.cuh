@@ -6,6 +6,8 @@
 // type rejects that dtype), CUDA's accurate math functions instead of libm.
 #pragma once
 
+#include <stdexcept>
+
 #include <cuda/std/complex>
 #include <cuda/std/limits>
 
@@ -449,7 +451,9 @@ decltype(auto) visit(UnaryOp op, F&& f) {
     case UnaryOp::Real: return f(RealPart{});
     case UnaryOp::Imag: return f(ImagPart{});
   }
-  return f(Abs{}); // unreachable: the switch is exhaustive
+  // The switch is exhaustive (-Werror=switch); an out-of-range value is a logic error,
+  // never a silent other op.
+  throw std::logic_error("[visit] unknown UnaryOp");
 }
 
 // ---- binary -----------------------------------------------------------------------------
@@ -763,7 +767,7 @@ decltype(auto) visit(BinaryOp op, F&& f) {
     case BinaryOp::LeftShift: return f(LeftShift{});
     case BinaryOp::RightShift: return f(RightShift{});
   }
-  return f(Add{}); // unreachable: the switch is exhaustive
+  throw std::logic_error("[visit] unknown BinaryOp"); // exhaustive switch above
 }
 
 // ---- element types ------------------------------------------------------------------------
