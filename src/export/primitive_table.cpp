@@ -15,7 +15,7 @@
 #include "primitives/random.h"
 #include "primitives/scan.h"
 #include "primitives/softmax.h"
-#include "primitives/sort_select.h"
+#include "primitives/partition.h"
 
 namespace nuvec::export_detail {
 

@@ -3,7 +3,7 @@
 // semantics; diff and searchsorted follow NumPy.
 #include "ops/ops_common.h"
 #include "primitives/scan.h"
-#include "primitives/sort_select.h"
+#include "primitives/partition.h"
 
 namespace nuvec {
 

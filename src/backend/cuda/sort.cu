@@ -4,7 +4,7 @@
 // in the key's high bits (or a second stable pass sorts by line), so one global sort handles
 // any number and length of lines. Ties keep ascending positions, as the CPU's
 // std::stable_sort and radix sort do (src/backend/cpu/sort.cpp). A partition is returned fully
-// sorted: the same (value with NaNs last, index) order src/backend/cpu/sort_select.cpp
+// sorted: the same (value with NaNs last, index) order src/backend/cpu/partition.cpp
 // partitions by, so partition and argpartition agree, as on the CPU.
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda/std/bit>
@@ -22,7 +22,7 @@
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "primitives/primitives.h"
-#include "primitives/sort_select.h"
+#include "primitives/partition.h"
 
 namespace nuvec {
 

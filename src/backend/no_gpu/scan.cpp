@@ -1,7 +1,7 @@
 // nuvec: eval_gpu of the scan and selection families in a CPU-only build (see no_gpu.h).
 #include "backend/no_gpu/no_gpu.h"
 #include "primitives/scan.h"
-#include "primitives/sort_select.h"
+#include "primitives/partition.h"
 
 namespace nuvec {
 

@@ -1,6 +1,6 @@
 // nuvec: the Partition and ArgPartition primitives (selection along one axis). Rules in
-// src/primitives/sort_select.cpp (seed's sort rules: permutations scatter back), kernels in
-// src/backend/cpu/sort_select.cpp.
+// src/primitives/partition.cpp (seed's sort rules: permutations scatter back), kernels in
+// src/backend/cpu/partition.cpp.
 #pragma once
 
 #include "primitives/primitives.h"

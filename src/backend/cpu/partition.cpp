@@ -8,7 +8,7 @@
 
 #include "backend/common/dispatch.h"
 #include "backend/cpu/copy.h"
-#include "primitives/sort_select.h"
+#include "primitives/partition.h"
 
 namespace nuvec {
 

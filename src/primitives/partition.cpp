@@ -4,7 +4,7 @@
 // the tangent; argpartition has zero derivatives.
 #include <typeinfo>
 
-#include "primitives/sort_select.h"
+#include "primitives/partition.h"
 
 namespace nuvec {
 
