@@ -3,6 +3,7 @@
 // kernels split over it give the same bits for any NUVEC_NUM_THREADS.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,6 +82,21 @@ TEST(ThreadPool, ParallelForCoversTheRangeInAlignedChunks) {
     EXPECT_EQ(at, n);
     EXPECT_LE(chunks.size(), static_cast<size_t>(cpu::num_threads()));
   }
+}
+
+TEST(ThreadPool, AForkedChildRunsItsJobsInline) {
+  // The child has none of the parent's workers: waiting for them would hang it.
+  cpu::run_tasks(4, [](size_t) {});
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::atomic<int> n{0};
+    cpu::run_tasks(16, [&](size_t) { n++; });
+    _exit(n.load() == 16 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 namespace {

@@ -4,6 +4,8 @@
 // whose storage belongs to the (returned) caller.
 #include "backend/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -20,6 +22,8 @@ namespace nuvec::cpu {
 namespace {
 
 thread_local bool in_task = false; // set while this thread runs a pool task
+// A child of fork() has none of the parent's workers: its jobs run inline.
+std::atomic<bool> forked_child{false};
 
 struct Job {
   const std::function<void(size_t)>* task;
@@ -50,6 +54,7 @@ struct Job {
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) {
+    pthread_atfork(nullptr, nullptr, [] { forked_child = true; });
     for (int t = 1; t < threads; ++t) {
       try {
         workers_.emplace_back([this] { work(); });
@@ -66,7 +71,7 @@ class ThreadPool {
     auto job = std::make_shared<Job>();
     job->task = &task;
     job->tasks = tasks;
-    if (tasks <= 1 || workers_.empty() || in_task || !owner.owns_lock()) {
+    if (tasks <= 1 || workers_.empty() || in_task || forked_child || !owner.owns_lock()) {
       // Inline, with the same contract: every task runs, the first error is rethrown.
       const bool nested = in_task;
       job->drain();
