@@ -254,14 +254,19 @@ class array {
   };
   /// Waits for the array's data (after eval or async_eval).
   void wait();
-  Status status() const { return array_desc_->status; }
+  // Atomic: a thread may read it (eval's fast path, wait) while another evaluates the graph.
+  Status status() const { return array_desc_->status.load(std::memory_order_acquire); }
   bool is_available() const;
-  void set_status(Status s) const { array_desc_->status = s; }
+  void set_status(Status s) const { array_desc_->status.store(s, std::memory_order_release); }
   Event& event() const { return array_desc_->event; }
   void attach_event(Event e) const { array_desc_->event = std::move(e); }
   void detach_event() const { array_desc_->event = Event{}; }
 
-  void set_tracer(bool is_tracer) { array_desc_->is_tracer = is_tracer; }
+  void set_tracer(bool is_tracer) {
+    // Written only when it changes: transforms clear the flag over every node they walk,
+    // including arrays other threads' graphs share, which must see no write.
+    if (array_desc_->is_tracer != is_tracer) array_desc_->is_tracer = is_tracer;
+  }
   bool is_tracer() const;
 
   /// Gives the array a new buffer, row-contiguous.
@@ -321,7 +326,7 @@ class array {
     size_t size;
     Dtype dtype;
     std::shared_ptr<Primitive> primitive;
-    Status status;
+    std::atomic<Status> status;
     Event event;
     Flags flags;
     std::vector<array> inputs;

@@ -294,19 +294,28 @@ std::vector<array> array::unlink_node(array& a) {
   return released;
 }
 
+// The event is read and dropped under the graph lock: another thread may be waiting on
+// the same array, or evaluating a graph that reads it.
 void array::wait() {
-  if (status() != Status::available) {
-    if (event().valid()) {
-      event().wait();
-      detach_event();
-    }
+  if (status() == Status::available) return;
+  Event e;
+  {
+    std::lock_guard<std::mutex> lk(detail::graph_mutex());
+    e = event();
+  }
+  if (e.valid()) e.wait();
+  {
+    std::lock_guard<std::mutex> lk(detail::graph_mutex());
+    detach_event();
     set_status(Status::available);
   }
 }
 
 bool array::is_available() const {
   if (status() == Status::available) return true;
-  if (status() == Status::evaluated && (!event().valid() || event().is_signaled())) {
+  if (status() != Status::evaluated) return false;
+  std::lock_guard<std::mutex> lk(detail::graph_mutex());
+  if (!event().valid() || event().is_signaled()) {
     set_status(Status::available);
     return true;
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
+#include <mutex>
 #include <stack>
 #include <unordered_map>
 
@@ -63,7 +64,21 @@ class Synchronizer : public Primitive {
   const char* name() const override { return "Synchronizer"; }
 };
 
+} // namespace
+
+// Walking, scheduling and detaching a graph is one thread's at a time: two threads that
+// evaluate one unevaluated graph at once must not both schedule (or one detach under the
+// other) a shared node. The second finds the nodes the first scheduled and waits on their
+// events. Kernels run outside this lock, on the stream workers, which never evaluate.
+std::mutex& detail::graph_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+namespace {
+
 array eval_impl(std::vector<array> outputs, bool async) {
+  std::lock_guard<std::mutex> scheduling(detail::graph_mutex());
   Stream stream = default_stream(default_device());
   for (auto& o : outputs) {
     if (o.status() == array::Status::unscheduled && o.has_primitive()) {
@@ -194,6 +209,8 @@ array eval_impl(std::vector<array> outputs, bool async) {
       }
     }
 
+    // The backends detach arr (unless it is a tracer) before its task is queued.
+    std::vector<array> outs = arr.outputs();
     if (arr.primitive().device() == Device::gpu) {
       gpu::eval(arr);
     } else {
@@ -230,13 +247,10 @@ array eval_impl(std::vector<array> outputs, bool async) {
         fences.emplace(a.id(), std::move(f));
       }
     };
-    arr.set_status(array::Status::evaluated);
-    fence_if_needed(arr);
-    for (auto& sib : arr.siblings()) {
-      sib.set_status(array::Status::evaluated);
-      fence_if_needed(sib);
+    for (auto& o : outs) {
+      o.set_status(array::Status::evaluated);
+      fence_if_needed(o);
     }
-    if (!arr.is_tracer()) arr.detach();
   }
 
   // A GPU stream's signal waits for the device first (Event::signal).

@@ -3,6 +3,7 @@
 // scheduler, shared/seeds/004_*.txt). The public half is nuvec/scheduler.h.
 #pragma once
 
+#include <mutex>
 #include <optional>
 
 #include "nuvec/scheduler.h"
@@ -29,6 +30,11 @@ void wait_for_streams();
 } // namespace nuvec::scheduler
 
 namespace nuvec::detail {
+
+/// Held while a thread walks, schedules and detaches a graph (eval_impl), and while a thread
+/// reads or drops an array's event (array::wait, is_available): two threads may evaluate and
+/// wait on one graph at once. Kernels never take it.
+std::mutex& graph_mutex();
 
 /// While alive, ops on the calling thread that are given neither a stream nor a device run on
 /// `s` (ops given a device other than s's keep that device's default stream). Autodiff runs

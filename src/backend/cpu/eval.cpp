@@ -23,8 +23,7 @@ void eval(array& arr) {
   // The node is detached right after dispatch unless a transform keeps its graph, so its
   // inputs can be moved into the task instead of copied.
   std::vector<array> inputs = arr.is_tracer() ? arr.inputs() : std::move(arr.inputs());
-  scheduler::enqueue(
-      s,
+  auto task =
       [p = arr.primitive_ptr(), inputs = std::move(inputs), outputs = arr.outputs(), s]() mutable {
         try {
           p->eval_cpu(inputs, outputs);
@@ -33,7 +32,11 @@ void eval(array& arr) {
           zero_failed_outputs(outputs);
         }
         scheduler::notify_task_completion(s);
-      });
+      };
+  // Detached before the worker can see the task: the worker's copies of the outputs read
+  // their sibling lists when it releases them, and detaching empties those lists.
+  if (!arr.is_tracer()) arr.detach();
+  scheduler::enqueue(s, std::move(task));
 }
 
 void zero_failed_outputs(std::vector<array>& outputs) {

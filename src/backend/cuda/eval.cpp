@@ -18,8 +18,7 @@ void eval(array& arr) {
   Stream s = arr.primitive().stream();
   scheduler::notify_new_task(s);
   std::vector<array> inputs = arr.is_tracer() ? arr.inputs() : std::move(arr.inputs());
-  scheduler::enqueue(
-      s,
+  auto task =
       [p = arr.primitive_ptr(), inputs = std::move(inputs), outputs = arr.outputs(), s]() mutable {
         cu::StreamState* st = nullptr;
         try {
@@ -49,7 +48,11 @@ void eval(array& arr) {
         }
         cu::set_current_state(nullptr);
         scheduler::notify_task_completion(s);
-      });
+      };
+  // Detached before the worker can see the task: the worker's copies of the outputs read
+  // their sibling lists when it releases them, and detaching empties those lists.
+  if (!arr.is_tracer()) arr.detach();
+  scheduler::enqueue(s, std::move(task));
 }
 
 void finalize(Stream s) {
