@@ -69,7 +69,7 @@ def main():
         ("sort 1e6 f32", nv["BM_sort_1e6"]["real_time"] / 1e3, best_time(lambda: np.sort(s6)), None),
         ("chain 10k ops (per op)", nv["BM_chain_10k"]["real_time"] / 1e3 / 1e4, best_time(chain) / 1e4, None),
     ]
-    print(f"memcpy bandwidth (read+write): {bw / 1e9:.1f} GB/s; float32 peak estimate: {peak / 1e9:.0f} GFLOP/s")
+    print(f"memcpy bandwidth (read+write, all threads): {bw / 1e9:.1f} GB/s; float32 peak estimate: {peak / 1e9:.0f} GFLOP/s")
     print(f"{'benchmark':<24}{'nuvec':>12}{'numpy':>12}{'numpy/nuvec':>13}{'floor/nuvec':>13}")
     for name, t_nv, t_np, floor in rows:
         unit, scale = ("us", 1e6) if t_nv < 1e-3 else ("ms", 1e3)

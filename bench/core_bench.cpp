@@ -3,7 +3,10 @@
 // of 10,000 small ops. bench/run.sh runs this beside NumPy and prints the ratios.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "nuvec/nuvec.h"
@@ -26,11 +29,24 @@ nx::array random_f32(nx::Shape shape) {
   return nx::array(v.begin(), shape, nx::float32);
 }
 
-// The physical floor for memory-bound ops: memcpy bandwidth measured in the same run.
+// The physical floor for memory-bound ops: memcpy bandwidth measured in the same run, with
+// as many threads as nuvec's CPU kernels use (NUVEC_NUM_THREADS, else every core), each
+// copying its own slice (the threads' start, some tens of microseconds, is timed too).
 void BM_memcpy(benchmark::State& state) {
   std::vector<float> a(kN, 1.0f), b(kN);
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* env = std::getenv("NUVEC_NUM_THREADS")) threads = std::max(1, std::atoi(env));
+  const size_t per = (kN + threads - 1) / threads;
   for (auto _ : state) {
-    std::memcpy(b.data(), a.data(), kN * sizeof(float));
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        size_t lo = std::min<size_t>(kN, t * per), hi = std::min<size_t>(kN, lo + per);
+        std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * sizeof(float));
+      });
+    }
+    std::memcpy(b.data(), a.data(), std::min<size_t>(kN, per) * sizeof(float));
+    for (auto& th : pool) th.join();
     benchmark::DoNotOptimize(b.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * kN * sizeof(float) * 2);
