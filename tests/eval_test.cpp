@@ -166,3 +166,14 @@ TEST(Eval, DeepChainBuildsEvaluatesDifferentiatesAndFrees) {
     EXPECT_NEAR(t.item<double>(), 3.0, 1e-12);
   }
 }
+
+TEST(Eval, ASchedulingErrorLeavesNoNodeWaitingForever) {
+  // y's stream is refused when its node is queued, after x's node was: x carries this eval's
+  // event, which must still be signaled, or evaluating x later would block forever.
+  array a = ones({4});
+  array x = add(a, array(1.0f));
+  array y = add(x, array(1.0f), Stream(999, Device::cpu));
+  EXPECT_THROW(eval(y), std::exception);
+  eval(x);
+  expect_close(x, {4}, {2, 2, 2, 2});
+}

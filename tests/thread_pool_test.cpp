@@ -124,6 +124,13 @@ std::string result_bits() {
   mix(sum(flat));
   mix(min(flat));
   mix(sum(reshape(flat, {3, 1'000'000, 1}), 1));
+  // Ties whose bits differ (+0 and -0) must not depend on the split either.
+  std::vector<float> ties(300'001, -1.0f);
+  ties[5] = 0.0f;
+  ties[150'001] = -0.0f;
+  array t(ties.data(), Shape{300'001}, float32);
+  mix(max(t));
+  mix(min(negative(t)));
   mix(exp(flat));
   mix(add(flat, flat));
   char buf[32];

@@ -186,71 +186,86 @@ array eval_impl(std::vector<array> outputs, bool async) {
   events.emplace(stream.index, Event(stream));
   std::unordered_map<std::uintptr_t, Event> fences;
 
-  while (!tape.empty()) {
-    array arr = std::move(tape.back());
-    tape.pop_back();
-    Stream s = arr.primitive().stream();
+  // If scheduling stops part-way (a stream refused at enqueue, say), the nodes queued so
+  // far already carry this eval's events: signal them on the way out, or waiting on those
+  // nodes later would block forever.
+  try {
+    while (!tape.empty()) {
+      array arr = std::move(tape.back());
+      tape.pop_back();
+      Stream s = arr.primitive().stream();
 
-    auto e = events.find(s.index);
-    if (e == events.end()) e = events.emplace(s.index, Event(s)).first;
-    e->second.set_value(1);
-    arr.attach_event(e->second);
-    for (auto& sib : arr.siblings()) sib.attach_event(e->second);
+      auto e = events.find(s.index);
+      if (e == events.end()) e = events.emplace(s.index, Event(s)).first;
+      e->second.set_value(1);
+      arr.attach_event(e->second);
+      for (auto& sib : arr.siblings()) sib.attach_event(e->second);
 
-    for (auto& in : arr.inputs()) {
-      if (auto f = fences.find(in.id()); f != fences.end()) {
-        f->second.wait(s); // produced on another stream in this eval
-      } else if (in.event().valid()) {
-        if (in.event().is_signaled()) {
-          in.detach_event();
-        } else if (in.event().stream() != s) {
-          in.event().wait(s); // produced by an earlier async_eval on another stream
+      for (auto& in : arr.inputs()) {
+        if (auto f = fences.find(in.id()); f != fences.end()) {
+          f->second.wait(s); // produced on another stream in this eval
+        } else if (in.event().valid()) {
+          if (in.event().is_signaled()) {
+            in.detach_event();
+          } else if (in.event().stream() != s) {
+            in.event().wait(s); // produced by an earlier async_eval on another stream
+          }
         }
       }
-    }
 
-    // The backends detach arr (unless it is a tracer) before its task is queued.
-    std::vector<array> outs = arr.outputs();
-    if (arr.primitive().device() == Device::gpu) {
-      gpu::eval(arr);
-    } else {
-      cpu::eval(arr);
-    }
-
-    const bool over_memory = get_active_memory() > get_memory_limit();
-    if (over_memory) {
-      // A GPU stream's worker finishes its tasks at launch, but the buffers stay held until
-      // the device has run them: have it wait for the device and release them.
-      for (auto& [_, ev] : events) {
-        if (ev.stream().device == Device::gpu) gpu::finalize(ev.stream());
-      }
-    }
-    if (scheduler::n_active_tasks() > kMaxActiveTasks ||
-        (over_memory && scheduler::n_active_tasks() > 0)) {
-      if (scheduler::n_active_tasks() > kMaxActiveTasks) {
-        // Let the workers drain half the queue before scheduling more: waiting for a single
-        // task here made the scheduler and a worker wake each other once per node.
-        scheduler::wait_until_at_most(kMaxActiveTasks / 2);
+      // The backends detach arr (unless it is a tracer) before its task is queued.
+      std::vector<array> outs = arr.outputs();
+      if (arr.primitive().device() == Device::gpu) {
+        gpu::eval(arr);
       } else {
-        scheduler::wait_for_one();
+        cpu::eval(arr);
       }
-      while (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0) {
-        scheduler::wait_for_one();
+
+      const bool over_memory = get_active_memory() > get_memory_limit();
+      if (over_memory) {
+        // A GPU stream's worker finishes its tasks at launch, but the buffers stay held until
+        // the device has run them: have it wait for the device and release them.
+        for (auto& [_, ev] : events) {
+          if (ev.stream().device == Device::gpu) gpu::finalize(ev.stream());
+        }
+      }
+      if (scheduler::n_active_tasks() > kMaxActiveTasks ||
+          (over_memory && scheduler::n_active_tasks() > 0)) {
+        if (scheduler::n_active_tasks() > kMaxActiveTasks) {
+          // Let the workers drain half the queue before scheduling more: waiting for a single
+          // task here made the scheduler and a worker wake each other once per node.
+          scheduler::wait_until_at_most(kMaxActiveTasks / 2);
+        } else {
+          scheduler::wait_for_one();
+        }
+        while (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0) {
+          scheduler::wait_for_one();
+        }
+      }
+
+      auto fence_if_needed = [&](const array& a) {
+        if (needs_fence.count(a.id())) {
+          Event f(s);
+          f.set_value(1);
+          f.signal(s);
+          fences.emplace(a.id(), std::move(f));
+        }
+      };
+      for (auto& o : outs) {
+        o.set_status(array::Status::evaluated);
+        fence_if_needed(o);
       }
     }
 
-    auto fence_if_needed = [&](const array& a) {
-      if (needs_fence.count(a.id())) {
-        Event f(s);
-        f.set_value(1);
-        f.signal(s);
-        fences.emplace(a.id(), std::move(f));
+  } catch (...) {
+    for (auto& [_, e] : events) {
+      try {
+        e.signal(e.stream());
+      } catch (...) {
+        // an event of the refused stream itself: nothing was queued there
       }
-    };
-    for (auto& o : outs) {
-      o.set_status(array::Status::evaluated);
-      fence_if_needed(o);
     }
+    throw;
   }
 
   // A GPU stream's signal waits for the device first (Event::signal).

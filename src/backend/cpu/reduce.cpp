@@ -260,12 +260,15 @@ void split_items(int64_t n, int64_t per_item, F&& f) {
 
 // One long contiguous run on the pool, with the same result as reduce_run on one thread:
 // a sum splits at reduce_run's own pairwise halves (the top levels of its tree run as
-// tasks and are combined in the same order), max/min/and/or are exact in any order. Other
-// ops (prod rounds differently in another order) stay on the calling thread.
+// tasks and are combined in the same order); and/or and integer max/min are exact in any
+// order. Other ops (prod rounds differently in another order, floating max/min break ties
+// by position) stay on the calling thread.
 template <ReduceOp op, typename T, typename A>
 A reduce_long_run(const T* p, int64_t n) {
-  constexpr bool exact = op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::And ||
-      op == ReduceOp::Or;
+  // Floating max/min are not: their ties (+0 and -0, NaN payloads) go to the left operand,
+  // so the split would pick another of two equal values.
+  constexpr bool exact = op == ReduceOp::And || op == ReduceOp::Or ||
+      ((op == ReduceOp::Max || op == ReduceOp::Min) && std::is_integral_v<A>);
   if (!(op == ReduceOp::Sum || exact) || n < 2 * kParallelReads || cpu::num_threads() < 2) {
     return reduce_run<op, T, A>(p, n, 1);
   }
