@@ -22,15 +22,17 @@ namespace {
 // bit; each stays within the 2 ulp the tests check). The pick is an ordinary function pointer
 // set at run time, not target_clones: its ifunc resolver runs while the loader relocates
 // libnuvec, before a sanitizer's runtime is up, and crashed every ThreadSanitizer program.
-void exp_f32_baseline(const float* in, float* out, size_t n) {
+// The loop, compiled into each version below with that version's instruction set.
+__attribute__((always_inline)) inline void exp_f32_loop(const float* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = ew::exp_f32(in[i]);
 }
+void exp_f32_baseline(const float* in, float* out, size_t n) { exp_f32_loop(in, out, n); }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("arch=x86-64-v4"))) void exp_f32_v4(const float* in, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = ew::exp_f32(in[i]);
+  exp_f32_loop(in, out, n);
 }
 __attribute__((target("arch=x86-64-v3"))) void exp_f32_v3(const float* in, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = ew::exp_f32(in[i]);
+  exp_f32_loop(in, out, n);
 }
 #endif
 
