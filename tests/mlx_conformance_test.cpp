@@ -191,6 +191,19 @@ TEST(MlxConformance, PadReflectSymmetricEdgeMatchNumPy) {
   expect_close(g, {5}, {1, 2, 2, 1, 1});
 }
 
+// Flattening or inferring a dimension past int32 throws instead of wrapping to a negative
+// extent (the lazy graph is never evaluated, so nothing is allocated). MLX #2681, #3327.
+TEST(MlxConformance, ShapeProductsPastInt32Throw) {
+  array a = zeros({1 << 30, 2});
+  EXPECT_THROW(flatten(a), std::overflow_error);
+  EXPECT_THROW(reshape(a, {-1}), std::overflow_error);
+  EXPECT_THROW(take(a, array({0u}, uint32)), std::overflow_error);
+  EXPECT_THROW(sort(a), std::overflow_error);
+  EXPECT_THROW(cumsum(a), std::overflow_error);
+  EXPECT_EQ(flatten(a, 0, 0).shape(), (Shape{1 << 30, 2}));
+  EXPECT_EQ(reshape(a, {-1, 4}).shape(), (Shape{1 << 29, 4}));
+}
+
 TEST(MlxConformance, WindowsMatchNumPy) {
   expect_close(hanning(7), {7}, {0.0, 0.25, 0.75, 1.0, 0.75, 0.25, 0.0}, 1e-6, 1e-6);
   expect_close(hamming(6), {6},

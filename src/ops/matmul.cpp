@@ -225,8 +225,8 @@ array tensordot(
 }
 
 array outer(const array& a, const array& b, StreamOrDevice s) {
-  array col = reshape(a, {static_cast<int32_t>(a.size()), 1}, s);
-  array row = reshape(b, {static_cast<int32_t>(b.size())}, s);
+  array col = reshape(a, {-1, 1}, s);
+  array row = flatten(b, s);
   return multiply(col, row, s);
 }
 

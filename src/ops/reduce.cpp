@@ -243,7 +243,7 @@ array arg_reduce_all(const array& a, bool keepdims, ArgReduceOp op, const char* 
   if (a.size() == 0) {
     throw_invalid_argument(name, "the array must not be empty; got shape ", a.shape(), ".");
   }
-  array flat = reshape(a, {static_cast<int32_t>(a.size())}, s);
+  array flat = flatten(a, s);
   array out = arg_reduce(flat, 0, false, op, name, s);
   return keepdims ? reshape(out, Shape(a.ndim(), 1), s) : out;
 }

@@ -32,7 +32,7 @@ array scan(const array& a, int axis, bool reverse, bool inclusive, ScanOp op, co
 }
 
 array flat(const array& a, StreamOrDevice s) {
-  return reshape(a, {static_cast<int32_t>(a.size())}, s);
+  return flatten(a, s);
 }
 
 // kth normalised to [0, n), or std::invalid_argument naming op.

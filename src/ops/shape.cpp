@@ -33,7 +33,8 @@ Shape infer_shape(Shape shape, size_t size, const char* op) {
       throw_invalid_argument(
           op, "shape must have the array's size ", size, "; got ", shape, ".");
     }
-    shape[infer] = static_cast<int32_t>(size / known);
+    // The inferred extent can pass int32 although every given one fits (MLX #3327).
+    shape[infer] = checked_int32(static_cast<int64_t>(size / known), op, "the inferred dimension");
   } else if (known != size) {
     throw_invalid_argument(op, "shape must have the array's size ", size, "; got ", shape, ".");
   }
@@ -78,7 +79,7 @@ array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
   Shape out(a.shape().begin(), a.shape().begin() + start);
   int64_t merged = 1;
   for (int i = start; i <= end; ++i) merged *= a.shape()[i];
-  out.push_back(static_cast<int32_t>(merged));
+  out.push_back(checked_int32(merged, "flatten", "the product of the flattened axes"));
   out.insert(out.end(), a.shape().begin() + end + 1, a.shape().end());
   return reshape(a, out, s);
 }

@@ -10,7 +10,7 @@ array sort(const array& a, int axis, StreamOrDevice s) {
 }
 
 array sort(const array& a, StreamOrDevice s) {
-  return sort(reshape(a, {static_cast<int32_t>(a.size())}, s), 0, s);
+  return sort(flatten(a, s), 0, s);
 }
 
 array argsort(const array& a, int axis, StreamOrDevice s) {
@@ -19,7 +19,7 @@ array argsort(const array& a, int axis, StreamOrDevice s) {
 }
 
 array argsort(const array& a, StreamOrDevice s) {
-  return argsort(reshape(a, {static_cast<int32_t>(a.size())}, s), 0, s);
+  return argsort(flatten(a, s), 0, s);
 }
 
 } // namespace nuvec
