@@ -1,6 +1,7 @@
-// nuvec: the primitive families (public, as MLX's primitives.h). Each family is one class over an op enum (adding expm1 is
-// a row in UnaryOp, handled by every `switch` — built with -Werror=switch, so a missing case
-// does not compile). A family's rules live in src/primitives/<family>.cpp in the order:
+// nuvec: the primitive families (public, as MLX's primitives.h). Each family is one class over an op enum; the
+// element-wise, reduce and scan enums come from the op tables (nuvec/op_tables.h), so
+// adding expm1 is a table row, and every other `switch` over them is built with
+// -Werror=switch, so a missing case does not compile. A family's rules live in src/primitives/<family>.cpp in the order:
 // output shapes, vjp, jvp, vmap, equivalence; its CPU kernel in src/backend/cpu/<family>.cpp.
 // Rules follow MLX's primitives.cpp as given in shared/seeds/000_*.txt.
 #pragma once
@@ -10,6 +11,7 @@
 #include <vector>
 #include <tuple>
 
+#include "nuvec/op_tables.h"
 #include "nuvec/ops.h"
 #include "nuvec/primitives.h"
 
@@ -39,44 +41,6 @@ namespace nuvec {
 // ---------------------------------------------------------------------------------------
 // Element-wise (src/primitives/unary.cpp, binary.cpp, select.cpp)
 
-enum class UnaryOp {
-  Abs,
-  Negative,
-  Sign,
-  Floor,
-  Ceil,
-  Round,
-  Sqrt,
-  Rsqrt,
-  Square,
-  Exp,
-  Expm1,
-  Log,
-  Log2,
-  Log10,
-  Log1p,
-  Sin,
-  Cos,
-  Tan,
-  ArcSin,
-  ArcCos,
-  ArcTan,
-  Sinh,
-  Cosh,
-  Tanh,
-  ArcSinh,
-  ArcCosh,
-  ArcTanh,
-  Sigmoid,
-  Erf,
-  ErfInv,
-  LogicalNot,
-  BitwiseInvert,
-  Conjugate,
-  Real,
-  Imag,
-};
-
 class Unary : public Primitive {
  public:
   Unary(Stream stream, UnaryOp op) : Primitive(stream), op_(op) {}
@@ -87,34 +51,6 @@ class Unary : public Primitive {
 
  private:
   UnaryOp op_;
-};
-
-enum class BinaryOp {
-  Add,
-  Subtract,
-  Multiply,
-  Divide,
-  FloorDivide,
-  Remainder,
-  Power,
-  Maximum,
-  Minimum,
-  LogAddExp,
-  ArcTan2,
-  Equal,
-  NaNEqual,
-  NotEqual,
-  Less,
-  LessEqual,
-  Greater,
-  GreaterEqual,
-  LogicalAnd,
-  LogicalOr,
-  BitwiseAnd,
-  BitwiseOr,
-  BitwiseXor,
-  LeftShift,
-  RightShift,
 };
 
 class Binary : public Primitive {
@@ -455,8 +391,6 @@ class Concatenate : public Primitive {
 
 // ---------------------------------------------------------------------------------------
 // Reductions (src/primitives/reduce.cpp)
-
-enum class ReduceOp { And, Or, Sum, Prod, Max, Min };
 
 /// Reduces `axes` (sorted, non-negative), keeping them as size-1 dimensions.
 class Reduce : public Primitive {

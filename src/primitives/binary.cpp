@@ -83,34 +83,7 @@ std::vector<array> record_divmod(const Stream& s, const array& a, const array& b
 // Binary
 
 const char* Binary::name() const {
-  switch (op_) {
-    case BinaryOp::Add: return "Add";
-    case BinaryOp::Subtract: return "Subtract";
-    case BinaryOp::Multiply: return "Multiply";
-    case BinaryOp::Divide: return "Divide";
-    case BinaryOp::FloorDivide: return "FloorDivide";
-    case BinaryOp::Remainder: return "Remainder";
-    case BinaryOp::Power: return "Power";
-    case BinaryOp::Maximum: return "Maximum";
-    case BinaryOp::Minimum: return "Minimum";
-    case BinaryOp::LogAddExp: return "LogAddExp";
-    case BinaryOp::ArcTan2: return "ArcTan2";
-    case BinaryOp::Equal: return "Equal";
-    case BinaryOp::NaNEqual: return "NaNEqual";
-    case BinaryOp::NotEqual: return "NotEqual";
-    case BinaryOp::Less: return "Less";
-    case BinaryOp::LessEqual: return "LessEqual";
-    case BinaryOp::Greater: return "Greater";
-    case BinaryOp::GreaterEqual: return "GreaterEqual";
-    case BinaryOp::LogicalAnd: return "LogicalAnd";
-    case BinaryOp::LogicalOr: return "LogicalOr";
-    case BinaryOp::BitwiseAnd: return "BitwiseAnd";
-    case BinaryOp::BitwiseOr: return "BitwiseOr";
-    case BinaryOp::BitwiseXor: return "BitwiseXor";
-    case BinaryOp::LeftShift: return "LeftShift";
-    case BinaryOp::RightShift: return "RightShift";
-  }
-  return "Binary";
+  return binary_op_name(op_);
 }
 
 std::vector<Shape> Binary::output_shapes(const std::vector<array>& inputs) {

@@ -11,42 +11,20 @@
 namespace nuvec {
 
 /// The output dtype of a unary op on dtype `in` (the op layer has already cast integer
-/// inputs of float math to float32): |z|, Re z and Im z of complex64 are float32;
-/// logical_not gives bool; everything else keeps its dtype.
+/// inputs of float math to float32), by the op table's ResultKind: |z|, Re z and Im z of
+/// complex64 are float32; logical_not gives bool; everything else keeps its dtype.
 inline Dtype unary_output_dtype(UnaryOp op, Dtype in) {
-  switch (op) {
-    case UnaryOp::Abs:
-    case UnaryOp::Real:
-    case UnaryOp::Imag: return in == complex64 ? float32 : in;
-    case UnaryOp::LogicalNot: return bool_;
-    case UnaryOp::Negative: case UnaryOp::Sign: case UnaryOp::Floor: case UnaryOp::Ceil:
-    case UnaryOp::Round: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Square:
-    case UnaryOp::Exp: case UnaryOp::Expm1: case UnaryOp::Log: case UnaryOp::Log2:
-    case UnaryOp::Log10: case UnaryOp::Log1p: case UnaryOp::Sin: case UnaryOp::Cos:
-    case UnaryOp::Tan: case UnaryOp::ArcSin: case UnaryOp::ArcCos: case UnaryOp::ArcTan:
-    case UnaryOp::Sinh: case UnaryOp::Cosh: case UnaryOp::Tanh: case UnaryOp::ArcSinh:
-    case UnaryOp::ArcCosh: case UnaryOp::ArcTanh: case UnaryOp::Sigmoid: case UnaryOp::Erf:
-    case UnaryOp::ErfInv: case UnaryOp::BitwiseInvert: case UnaryOp::Conjugate: return in;
+  switch (unary_result_kind(op)) {
+    case ResultKind::Same: return in;
+    case ResultKind::Bool: return bool_;
+    case ResultKind::RealOfComplex: return in == complex64 ? float32 : in;
   }
   return in;
 }
 
 /// Whether a binary op's result is a bool mask (comparisons and logical ops).
 inline bool binary_is_predicate(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Equal: case BinaryOp::NaNEqual: case BinaryOp::NotEqual:
-    case BinaryOp::Less: case BinaryOp::LessEqual: case BinaryOp::Greater:
-    case BinaryOp::GreaterEqual: case BinaryOp::LogicalAnd: case BinaryOp::LogicalOr:
-      return true;
-    case BinaryOp::Add: case BinaryOp::Subtract: case BinaryOp::Multiply:
-    case BinaryOp::Divide: case BinaryOp::FloorDivide: case BinaryOp::Remainder:
-    case BinaryOp::Power: case BinaryOp::Maximum: case BinaryOp::Minimum:
-    case BinaryOp::LogAddExp: case BinaryOp::ArcTan2: case BinaryOp::BitwiseAnd:
-    case BinaryOp::BitwiseOr: case BinaryOp::BitwiseXor: case BinaryOp::LeftShift:
-    case BinaryOp::RightShift:
-      return false;
-  }
-  return false;
+  return binary_result_kind(op) == ResultKind::Bool;
 }
 
 /// The output dtype of a binary op on two inputs of dtype `in`.

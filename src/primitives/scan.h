@@ -7,8 +7,6 @@
 
 namespace nuvec {
 
-enum class ScanOp { Sum, Prod, Max, Min, LogAddExp };
-
 /// A cumulative scan along `axis` (non-negative). The input already has the output dtype
 /// (the ops cast first). `reverse` scans from the end; exclusive scans (inclusive = false)
 /// shift by one and start from the op's identity.

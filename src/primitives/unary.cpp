@@ -68,44 +68,7 @@ array complex_sign(const array& z, const array& magnitude) {
 } // namespace
 
 const char* Unary::name() const {
-  switch (op_) {
-    case UnaryOp::Abs: return "Abs";
-    case UnaryOp::Negative: return "Negative";
-    case UnaryOp::Sign: return "Sign";
-    case UnaryOp::Floor: return "Floor";
-    case UnaryOp::Ceil: return "Ceil";
-    case UnaryOp::Round: return "Round";
-    case UnaryOp::Sqrt: return "Sqrt";
-    case UnaryOp::Rsqrt: return "Rsqrt";
-    case UnaryOp::Square: return "Square";
-    case UnaryOp::Exp: return "Exp";
-    case UnaryOp::Expm1: return "Expm1";
-    case UnaryOp::Log: return "Log";
-    case UnaryOp::Log2: return "Log2";
-    case UnaryOp::Log10: return "Log10";
-    case UnaryOp::Log1p: return "Log1p";
-    case UnaryOp::Sin: return "Sin";
-    case UnaryOp::Cos: return "Cos";
-    case UnaryOp::Tan: return "Tan";
-    case UnaryOp::ArcSin: return "ArcSin";
-    case UnaryOp::ArcCos: return "ArcCos";
-    case UnaryOp::ArcTan: return "ArcTan";
-    case UnaryOp::Sinh: return "Sinh";
-    case UnaryOp::Cosh: return "Cosh";
-    case UnaryOp::Tanh: return "Tanh";
-    case UnaryOp::ArcSinh: return "ArcSinh";
-    case UnaryOp::ArcCosh: return "ArcCosh";
-    case UnaryOp::ArcTanh: return "ArcTanh";
-    case UnaryOp::Sigmoid: return "Sigmoid";
-    case UnaryOp::Erf: return "Erf";
-    case UnaryOp::ErfInv: return "ErfInv";
-    case UnaryOp::LogicalNot: return "LogicalNot";
-    case UnaryOp::BitwiseInvert: return "BitwiseInvert";
-    case UnaryOp::Conjugate: return "Conjugate";
-    case UnaryOp::Real: return "Real";
-    case UnaryOp::Imag: return "Imag";
-  }
-  return "Unary";
+  return unary_op_name(op_);
 }
 
 std::vector<Shape> Unary::output_shapes(const std::vector<array>& inputs) {

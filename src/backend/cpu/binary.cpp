@@ -1,5 +1,5 @@
 // nuvec: the CPU loops of the Binary and DivMod families: the op's functor
-// (backend/common/elementwise_ops.h) over one flat range when both inputs share a dense
+// (backend/common/math/unary.h) over one flat range when both inputs share a dense
 // layout (or one is a broadcast scalar), else over the collapsed strided plan. Half types
 // compute in float.
 // FP compares may not trap here, so that GCC if-converts the selects of NaN handling,
@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "backend/common/dispatch.h"
-#include "backend/common/elementwise_ops.h"
+#include "backend/common/math/elementwise.h"
 #include "backend/cpu/elementwise.h"
 #include "core/errors.h"
 #include "primitives/primitives.h"
@@ -54,7 +54,7 @@ void binary_loop(Op op, const std::vector<array>& inputs, array& out, const char
     throw_invalid_argument(name, "input dtype must be supported; got ", inputs[0].dtype(), ".");
   } else {
     using C = acc_t<T>;
-    using O = ew::result_elem_t<Op, T, C>;
+    using O = math::result_elem_t<Op, T, 2>;
     std::vector<array> outs{out};
     auto plan = cpu::plan_elementwise(inputs, outs);
     const T* a = static_cast<const T*>(inputs[0].raw_data());
@@ -69,7 +69,7 @@ void binary_loop(Op op, const std::vector<array>& inputs, array& out, const char
 } // namespace
 
 void Binary::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  ew::visit(op_, [&](auto op) {
+  math::visit(op_, [&](auto op) {
     dispatch_all_types(inputs[0].dtype(), [&]<typename T>() {
       binary_loop<T>(op, inputs, outputs[0], name());
     });
@@ -79,7 +79,7 @@ void Binary::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
 void DivMod::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   dispatch_all_types(inputs[0].dtype(), [&]<typename T>() {
     using C = acc_t<T>;
-    if constexpr (!std::is_invocable_v<ew::FloorDivide, C, C>) {
+    if constexpr (!std::is_invocable_v<math::FloorDivide, C, C>) {
       throw_invalid_argument("divmod", "input dtype must be real; got ", inputs[0].dtype(), ".");
     } else {
       auto plan = cpu::plan_elementwise(inputs, outputs);
@@ -89,8 +89,8 @@ void DivMod::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
       T* r = static_cast<T*>(outputs[1].raw_data());
       for_each_pair(plan, inputs, outputs, [&](auto i, auto ia, auto ib) {
         C x = static_cast<C>(a[ia]), y = static_cast<C>(b[ib]);
-        q[i] = static_cast<T>(ew::FloorDivide{}(x, y));
-        r[i] = static_cast<T>(ew::Remainder{}(x, y));
+        q[i] = static_cast<T>(math::FloorDivide{}(x, y));
+        r[i] = static_cast<T>(math::Remainder{}(x, y));
       });
     }
   });

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/common/dispatch.h"
-#include "backend/common/elementwise_ops.h"
+#include "backend/common/math/reduce.h"
 #include "backend/common/reduce_plan.h"
 #include "backend/cpu/thread_pool.h"
 #include "primitives/primitives.h"
@@ -18,100 +18,9 @@ namespace nuvec {
 
 namespace {
 
-// complex64_t arithmetic spelled through std::complex: ops.h's scalar operators would
-// otherwise compete for `a + b` (complex64_t converts to a 0-d array). Integers wrap
-// through an unsigned type (signed overflow is undefined in C++).
-template <typename A>
-A add_values(A a, A b) {
-  if constexpr (is_complex_v<A>) {
-    return A(static_cast<const std::complex<float>&>(a) + static_cast<const std::complex<float>&>(b));
-  } else if constexpr (ew::kWrapInt<A>) {
-    return static_cast<A>(ew::wrap_uint_t<A>(a) + ew::wrap_uint_t<A>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename A>
-A multiply_values(A a, A b) {
-  if constexpr (is_complex_v<A>) {
-    return A(static_cast<const std::complex<float>&>(a) * static_cast<const std::complex<float>&>(b));
-  } else if constexpr (ew::kWrapInt<A>) {
-    return static_cast<A>(ew::wrap_uint_t<A>(a) * ew::wrap_uint_t<A>(b));
-  } else {
-    return a * b;
-  }
-}
-
-template <typename A>
-bool is_nan(const A& v) {
-  if constexpr (is_complex_v<A>) {
-    return std::isnan(v.real()) || std::isnan(v.imag());
-  } else if constexpr (std::is_floating_point_v<A>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
-}
-
-// One functor per op over the accumulator type A: init() is the identity.
-template <ReduceOp op, typename A>
-struct Combine;
-
-template <typename A>
-struct Combine<ReduceOp::Sum, A> {
-  static A init() { return A(0); }
-  A operator()(A a, A b) const {
-    if constexpr (std::is_same_v<A, bool>) return a || b;
-    else return add_values(a, b);
-  }
-};
-template <typename A>
-struct Combine<ReduceOp::Prod, A> {
-  static A init() { return A(1); }
-  A operator()(A a, A b) const {
-    if constexpr (std::is_same_v<A, bool>) return a && b;
-    else return multiply_values(a, b);
-  }
-};
-template <typename A>
-struct Combine<ReduceOp::And, A> {
-  static A init() { return A(1); }
-  A operator()(A a, A b) const { return static_cast<bool>(a) && static_cast<bool>(b); }
-};
-template <typename A>
-struct Combine<ReduceOp::Or, A> {
-  static A init() { return A(0); }
-  A operator()(A a, A b) const { return static_cast<bool>(a) || static_cast<bool>(b); }
-};
-template <typename A>
-struct Combine<ReduceOp::Max, A> {
-  static A init() {
-    if constexpr (is_complex_v<A>) {
-      constexpr float inf = std::numeric_limits<float>::infinity();
-      return A(-inf, -inf);
-    } else if constexpr (std::numeric_limits<A>::has_infinity) {
-      return -std::numeric_limits<A>::infinity();
-    } else {
-      return std::numeric_limits<A>::lowest();
-    }
-  }
-  // A NaN on either side wins: `a >= b` is false when b is NaN.
-  A operator()(A a, A b) const { return (is_nan(a) || a >= b) ? a : b; }
-};
-template <typename A>
-struct Combine<ReduceOp::Min, A> {
-  static A init() {
-    if constexpr (is_complex_v<A>) {
-      constexpr float inf = std::numeric_limits<float>::infinity();
-      return A(inf, inf);
-    } else if constexpr (std::numeric_limits<A>::has_infinity) {
-      return std::numeric_limits<A>::infinity();
-    } else {
-      return std::numeric_limits<A>::max();
-    }
-  }
-  A operator()(A a, A b) const { return (is_nan(a) || a <= b) ? a : b; }
-};
+// The combiners and identities of the math layer (backend/common/math/reduce.h), shared
+// with the CUDA kernels.
+using math::Combine;
 
 // Leaves of the pairwise sum: at most this many elements go through the lane loop, so each
 // lane adds at most kPairwiseLeaf / kLanes values in sequence.

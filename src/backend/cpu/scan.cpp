@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/common/dispatch.h"
+#include "backend/common/math/scan.h"
 #include "backend/cpu/copy.h"
 #include "primitives/scan.h"
 
@@ -15,53 +16,15 @@ namespace nuvec {
 
 namespace {
 
+// The identities and combiners of the math layer (backend/common/math/scan.h), shared with
+// the CUDA kernels.
 template <ScanOp op, typename A>
 A identity() {
-  if constexpr (op == ScanOp::Sum) {
-    return A(0);
-  } else if constexpr (op == ScanOp::Prod) {
-    return A(1);
-  } else if constexpr (std::is_same_v<A, bool>) {
-    return op != ScanOp::Max; // max is "or" (starts false), min is "and" (starts true)
-  } else if constexpr (op == ScanOp::Max || op == ScanOp::LogAddExp) {
-    if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
-    return std::numeric_limits<A>::lowest();
-  } else {
-    if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
-    return std::numeric_limits<A>::max();
-  }
+  return math::ScanCombine<op, A>::init();
 }
-
 template <ScanOp op, typename A>
 inline A combine(A acc, A x) {
-  if constexpr (op == ScanOp::Sum) {
-    if constexpr (std::is_same_v<A, bool>) {
-      return acc || x;
-    } else {
-      return acc + x;
-    }
-  } else if constexpr (op == ScanOp::Prod) {
-    if constexpr (std::is_same_v<A, bool>) {
-      return acc && x;
-    } else {
-      return acc * x;
-    }
-  } else if constexpr (op == ScanOp::Max) {
-    return (x > acc || x != x) ? x : acc; // a NaN accumulator stays (x > NaN is false)
-  } else if constexpr (op == ScanOp::Min) {
-    return (x < acc || x != x) ? x : acc;
-  } else {
-    if constexpr (std::is_floating_point_v<A>) {
-      if (acc != acc || x != x) return std::numeric_limits<A>::quiet_NaN();
-      A hi = acc > x ? acc : x, lo = acc > x ? x : acc;
-      if (lo == -std::numeric_limits<A>::infinity() || hi == std::numeric_limits<A>::infinity()) {
-        return hi;
-      }
-      return hi + std::log1p(std::exp(lo - hi));
-    } else {
-      return acc; // unreachable: the op casts to a float dtype first
-    }
-  }
+  return math::ScanCombine<op, A>{}(acc, x);
 }
 
 // Scans `outer` blocks of n x inner elements along the middle dimension (inner == 1 is the

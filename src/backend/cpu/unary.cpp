@@ -1,4 +1,4 @@
-// nuvec: the CPU loop of the Unary family: the op's functor (backend/common/elementwise_ops.h)
+// nuvec: the CPU loop of the Unary family: the op's functor (backend/common/math/unary.h)
 // applied over one flat range when the input is dense, else over the strided plan. Half
 // types compute in float.
 // FP compares may not trap here, so that GCC if-converts the selects of NaN handling,
@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "backend/common/dispatch.h"
-#include "backend/common/elementwise_ops.h"
+#include "backend/common/math/elementwise.h"
 #include "backend/cpu/elementwise.h"
 #include "core/errors.h"
 #include "primitives/primitives.h"
@@ -24,7 +24,7 @@ namespace {
 // libnuvec, before a sanitizer's runtime is up, and crashed every ThreadSanitizer program.
 // The loop, compiled into each version below with that version's instruction set.
 __attribute__((always_inline)) inline void exp_f32_loop(const float* in, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = ew::exp_f32(in[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = math::exp_f32(in[i]);
 }
 void exp_f32_baseline(const float* in, float* out, size_t n) { exp_f32_loop(in, out, n); }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -55,7 +55,7 @@ void unary_loop(Op op, const array& in, array& out, const char* name) {
     throw_invalid_argument(name, "input dtype must be supported; got ", in.dtype(), ".");
   } else {
     using C = acc_t<T>;
-    using O = ew::result_elem_t<Op, T>;
+    using O = math::result_elem_t<Op, T, 1>;
     std::vector<array> outs{out};
     auto plan = cpu::plan_elementwise({in}, outs);
     const T* src = static_cast<const T*>(in.raw_data());
@@ -68,7 +68,7 @@ void unary_loop(Op op, const array& in, array& out, const char* name) {
       }
       size_t n = out.data_size();
       cpu::parallel_for(n, [&](size_t b, size_t e) {
-        if constexpr (std::is_same_v<Op, ew::Exp> && std::is_same_v<T, float>) {
+        if constexpr (std::is_same_v<Op, math::Exp> && std::is_same_v<T, float>) {
           exp_f32_range(src + b, dst + b, e - b);
         } else {
           for (size_t i = b; i < e; ++i) dst[i] = static_cast<O>(op(static_cast<C>(src[i])));
@@ -88,7 +88,7 @@ void unary_loop(Op op, const array& in, array& out, const char* name) {
 } // namespace
 
 void Unary::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  ew::visit(op_, [&](auto op) {
+  math::visit(op_, [&](auto op) {
     dispatch_all_types(inputs[0].dtype(), [&]<typename T>() {
       unary_loop<T>(op, inputs[0], outputs[0], name());
     });

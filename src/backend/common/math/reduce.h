@@ -1,0 +1,61 @@
+// nuvec: the combiners of the Reduce family over the accumulator type A, host and device:
+// init() is the op's identity, operator() combines two partial results (associative and
+// commutative up to floating-point rounding, so the kernels may split and reorder).
+#pragma once
+
+#include "backend/common/math/binary.h"
+
+NUVEC_MATH_BEGIN
+
+template <ReduceOp op, typename A>
+struct Combine;
+
+/// Sum: the element-wise Add (integers wrap; bool is "or").
+template <typename A>
+struct Combine<ReduceOp::Sum, A> {
+  NUVEC_HD static A init() { return A(0); }
+  NUVEC_HD A operator()(const A& a, const A& b) const { return Add{}(a, b); }
+};
+/// Product: the element-wise Multiply (integers wrap; bool is "and").
+template <typename A>
+struct Combine<ReduceOp::Prod, A> {
+  NUVEC_HD static A init() { return A(1); }
+  NUVEC_HD A operator()(const A& a, const A& b) const { return Multiply{}(a, b); }
+};
+/// all (the ops cast to bool first).
+template <typename A>
+struct Combine<ReduceOp::And, A> {
+  NUVEC_HD static A init() { return A(true); }
+  NUVEC_HD A operator()(const A& a, const A& b) const { return static_cast<bool>(a) && static_cast<bool>(b); }
+};
+/// any (the ops cast to bool first).
+template <typename A>
+struct Combine<ReduceOp::Or, A> {
+  NUVEC_HD static A init() { return A(false); }
+  NUVEC_HD A operator()(const A& a, const A& b) const { return static_cast<bool>(a) || static_cast<bool>(b); }
+};
+/// max: `(is_nan(a) || a >= b) ? a : b`, so a NaN on either side wins (a >= NaN is false);
+/// complex numbers order lexicographically (>= is !(a < b)).
+template <typename A>
+struct Combine<ReduceOp::Max, A> {
+  NUVEC_HD static A init() { return lowest_or_neg_inf<A>(); }
+  NUVEC_HD A operator()(const A& a, const A& b) const {
+    bool keep_a;
+    if constexpr (Complex<A>) keep_a = is_nan(a) || !less_than(a, b);
+    else keep_a = is_nan(a) || a >= b;
+    return keep_a ? a : b;
+  }
+};
+/// min: as max with the order reversed.
+template <typename A>
+struct Combine<ReduceOp::Min, A> {
+  NUVEC_HD static A init() { return max_or_inf<A>(); }
+  NUVEC_HD A operator()(const A& a, const A& b) const {
+    bool keep_a;
+    if constexpr (Complex<A>) keep_a = is_nan(a) || !less_than(b, a);
+    else keep_a = is_nan(a) || a <= b;
+    return keep_a ? a : b;
+  }
+};
+
+NUVEC_MATH_END
