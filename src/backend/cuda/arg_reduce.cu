@@ -42,13 +42,13 @@ template <typename A>
 __device__ __forceinline__ Cand<A> pick(const Cand<A>& a, const Cand<A>& b, bool is_max) {
   if (a.i == kNone) return b;
   if (b.i == kNone) return a;
-  const bool an = cu::dev_isnan(a.v), bn = cu::dev_isnan(b.v);
+  const bool an = math::is_nan(a.v), bn = math::is_nan(b.v);
   if (an || bn) {
     if (an && bn) return a.i < b.i ? a : b;
     return an ? a : b;
   }
-  const bool b_wins = is_max ? cu::dev_less(a.v, b.v) : cu::dev_less(b.v, a.v);
-  const bool a_wins = is_max ? cu::dev_less(b.v, a.v) : cu::dev_less(a.v, b.v);
+  const bool b_wins = is_max ? math::less_than(a.v, b.v) : math::less_than(b.v, a.v);
+  const bool a_wins = is_max ? math::less_than(b.v, a.v) : math::less_than(a.v, b.v);
   if (b_wins) return b;
   if (a_wins) return a;
   return a.i < b.i ? a : b;

@@ -1,5 +1,5 @@
-// nuvec: the GPU kernels of the Binary and DivMod families: the op's device functor
-// (elementwise_ops.cuh, the semantics of backend/common/elementwise_ops.h) over the layout
+// nuvec: the GPU kernels of the Binary and DivMod families: the op's functor
+// (the math layer, backend/common/math/binary.h, shared with the CPU) over the layout
 // plan of elementwise.cuh. Paths: inputs sharing one dense layout, or broadcast scalars
 // (0-d operands, which Binary keeps unbroadcast, or stride-0 broadcasts), run one contiguous
 // pass with 16-byte vector loads and stores, a scalar operand read once per thread; anything
@@ -9,7 +9,9 @@
 
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/elementwise.cuh"
-#include "backend/cuda/elementwise_ops.cuh"
+#include "backend/common/math/cast.h"
+#include "backend/common/math/elementwise.h"
+#include "backend/cuda/device/convert.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/errors.h"
 #include "primitives/primitives.h"
@@ -36,8 +38,8 @@ template <typename O>
 struct DivModBody {
   template <typename C>
   __device__ __forceinline__ void operator()(C a, C b, O& q, O& r) const {
-    q = cu::store_as<O>(cu::ew::FloorDivide{}(a, b));
-    r = cu::store_as<O>(cu::ew::Remainder{}(a, b));
+    q = cu::store_as<O>(math::FloorDivide{}(a, b));
+    r = cu::store_as<O>(math::Remainder{}(a, b));
   }
 };
 
@@ -174,8 +176,8 @@ void binary_gpu(Op op, const std::vector<array>& inputs, array& out, const char*
   if constexpr (!std::is_invocable_v<Op, C, C>) {
     throw_invalid_argument(name, "input dtype must be supported; got ", inputs[0].dtype(), ".");
   } else {
-    using K = cu::ew::kernel_elem_t<Op, T>; // same bits as T
-    using O = cu::ew::result_elem_t<Op, K, 2>;
+    using K = math::kernel_elem_t<Op, T>; // same bits as T
+    using O = math::result_elem_t<Op, K, 2>;
     std::vector<array> outs{out};
     launch_binary<K, O, 1>(BinaryBody<Op, O>{op}, inputs, outs, name);
   }
@@ -186,7 +188,7 @@ void binary_gpu(Op op, const std::vector<array>& inputs, array& out, const char*
 /// Binary on the GPU: every BinaryOp on the dtypes its CPU kernel supports; 0-d operands
 /// are read as scalars.
 void Binary::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  cu::ew::visit(op_, [&](auto op) {
+  math::visit(op_, [&](auto op) {
     cu::dispatch_device_types(inputs[0].dtype(), [&]<typename T>() {
       binary_gpu<T>(op, inputs, outputs[0], name());
     });
@@ -197,7 +199,7 @@ void Binary::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outp
 void DivMod::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   cu::dispatch_device_types(inputs[0].dtype(), [&]<typename T>() {
     using C = cu::device_acc_t<T>;
-    if constexpr (!std::is_invocable_v<cu::ew::FloorDivide, C, C>) {
+    if constexpr (!std::is_invocable_v<math::FloorDivide, C, C>) {
       throw_invalid_argument("divmod", "input dtype must be real; got ", inputs[0].dtype(), ".");
     } else {
       launch_binary<T, T, 2>(DivModBody<T>{}, inputs, outputs, "divmod");

@@ -2,7 +2,7 @@
 // same contracts) and the eval_gpu of the families that are copies on the device: AsType,
 // Full and Arange. Same-dtype copies move bytes (cudaMemcpyAsync when both sides are dense,
 // else a kernel on the unsigned type of the element's width); casts run one kernel per
-// (source, destination) dtype pair with cast_to's rules (elementwise_ops.cuh).
+// (source, destination) dtype pair with cast_to's rules (backend/common/math/cast.h).
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -13,7 +13,9 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/elementwise.cuh"
-#include "backend/cuda/elementwise_ops.cuh"
+#include "backend/common/math/cast.h"
+#include "backend/common/math/elementwise.h"
+#include "backend/cuda/device/convert.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "primitives/primitives.h"
 
@@ -261,7 +263,7 @@ namespace {
 /// T, done in the unsigned type so that overflow is defined).
 template <typename T>
 __global__ void arange_int_kernel(T* out, int64_t n, T start, T step) {
-  using W = cu::ew::wrap_uint_t<T>;
+  using W = math::wrap_uint_t<T>;
   NUVEC_CUDA_KERNEL_LOOP(i, n) {
     out[i] = static_cast<T>(W(start) + W(static_cast<T>(i)) * W(step));
   }
@@ -273,7 +275,7 @@ __global__ void arange_int_kernel(T* out, int64_t n, T start, T step) {
 template <typename T>
 __global__ void arange_real_kernel(T* out, int64_t n, double start, double step) {
   NUVEC_CUDA_KERNEL_LOOP(i, n) {
-    out[i] = cu::cast_to<T>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
+    out[i] = math::cast_to<T>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
   }
 }
 

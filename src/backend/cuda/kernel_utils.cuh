@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backend/common/dispatch.h"
+#include "backend/common/math/types.h"
 #include "backend/common/strided.h"
 #include "backend/cuda/cuda_utils.h"
 #include "nuvec/dtype.h"
@@ -65,7 +66,7 @@ inline constexpr bool is_float_device_v = std::is_floating_point_v<T> || is_half
 
 /// The type arithmetic on T runs in on the device: float for the half types.
 template <typename T>
-using device_acc_t = std::conditional_t<is_half_device_v<T>, float, T>;
+using device_acc_t = math::compute_t<T>;
 
 /// Most dimensions a strided kernel walks after merging (arrays with more dimensions that
 /// cannot be merged are copied to contiguous form first by the caller, or rejected).

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/kernel_utils.cuh"
+#include "backend/common/math/reduce.h"
 #include "backend/cuda/reduce_utils.cuh"
 #include "backend/common/reduce_plan.h"
 #include "primitives/primitives.h"
@@ -35,86 +36,10 @@ using cu::kReduceThreads;
 using cu::kVec;
 using cu::StridedIndexer;
 
-// ---------------------------------------------------------------------------------------
-// The ops on the accumulator type A (the CPU's Combine): init() is the identity.
-
-/// The unsigned type integer + and * wrap through (signed overflow is undefined).
-template <typename A>
-using wrap_t = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
-
-template <typename A>
-inline constexpr bool kWrapInt = std::is_integral_v<A> && !std::is_same_v<A, bool>;
-
+// The ops on the accumulator type A: the math layer's combiners (init() is the identity),
+// shared with the CPU kernel (backend/common/math/reduce.h).
 template <ReduceOp op, typename A>
-struct DevCombine;
-
-template <typename A>
-struct DevCombine<ReduceOp::Sum, A> {
-  __device__ static A init() { return A(0); }
-  __device__ A operator()(const A& a, const A& b) const {
-    if constexpr (kWrapInt<A>) return static_cast<A>(static_cast<wrap_t<A>>(a) + static_cast<wrap_t<A>>(b));
-    else return a + b;
-  }
-};
-template <typename A>
-struct DevCombine<ReduceOp::Prod, A> {
-  __device__ static A init() { return A(1); }
-  __device__ A operator()(const A& a, const A& b) const {
-    if constexpr (kWrapInt<A>) return static_cast<A>(static_cast<wrap_t<A>>(a) * static_cast<wrap_t<A>>(b));
-    else return a * b;
-  }
-};
-// And/Or run on bool only (the ops cast to bool first); max/min over bool are routed here.
-template <typename A>
-struct DevCombine<ReduceOp::And, A> {
-  __device__ static A init() { return true; }
-  __device__ A operator()(const A& a, const A& b) const { return a && b; }
-};
-template <typename A>
-struct DevCombine<ReduceOp::Or, A> {
-  __device__ static A init() { return false; }
-  __device__ A operator()(const A& a, const A& b) const { return a || b; }
-};
-// Max/min: exactly the CPU's `(is_nan(a) || a >= b) ? a : b` (complex ordered
-// lexicographically), so a NaN wins for real types whichever side it is on.
-template <typename A>
-struct DevCombine<ReduceOp::Max, A> {
-  __device__ static A init() {
-    if constexpr (cu::is_complex_device_v<A>) {
-      constexpr float inf = std::numeric_limits<float>::infinity();
-      return A(-inf, -inf);
-    } else if constexpr (std::numeric_limits<A>::has_infinity) {
-      return -std::numeric_limits<A>::infinity();
-    } else {
-      return std::numeric_limits<A>::lowest();
-    }
-  }
-  __device__ A operator()(const A& a, const A& b) const {
-    bool keep_a;
-    if constexpr (cu::is_complex_device_v<A>) keep_a = cu::dev_isnan(a) || !cu::dev_less(a, b);
-    else keep_a = cu::dev_isnan(a) || a >= b;
-    return keep_a ? a : b;
-  }
-};
-template <typename A>
-struct DevCombine<ReduceOp::Min, A> {
-  __device__ static A init() {
-    if constexpr (cu::is_complex_device_v<A>) {
-      constexpr float inf = std::numeric_limits<float>::infinity();
-      return A(inf, inf);
-    } else if constexpr (std::numeric_limits<A>::has_infinity) {
-      return std::numeric_limits<A>::infinity();
-    } else {
-      return std::numeric_limits<A>::max();
-    }
-  }
-  __device__ A operator()(const A& a, const A& b) const {
-    bool keep_a;
-    if constexpr (cu::is_complex_device_v<A>) keep_a = cu::dev_isnan(a) || !cu::dev_less(b, a);
-    else keep_a = cu::dev_isnan(a) || a <= b;
-    return keep_a ? a : b;
-  }
-};
+using DevCombine = math::Combine<op, A>;
 
 /// Which (op, device element type) pairs have GPU kernels: those the ops can produce (sum
 /// and prod run in sum_dtype, and/or on bool, max/min on every dtype, bool max/min being

@@ -1,13 +1,13 @@
 // nuvec: device building blocks shared by the reduction-style CUDA kernels (Reduce,
 // ArgReduce, Scan): 16-byte vector loads, warp shuffles for every accumulator type, element
-// conversions to and from the accumulator, NaN tests and the lexicographic complex order of
-// the CPU kernels, one-operand strided offsets, and the resident-block count of a kernel.
+// conversions to and from the accumulator, one-operand strided offsets, and the resident-block count of a kernel.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "backend/common/math/types.h"
 #include "backend/cuda/kernel_utils.cuh"
 
 namespace nuvec::cu {
@@ -42,30 +42,6 @@ template <typename T, typename A>
 __device__ __forceinline__ T from_acc(const A& v) {
   if constexpr (std::is_same_v<A, T>) return v;
   else return static_cast<T>(v);
-}
-
-/// Whether v is NaN (either part for complex; never for integers and bool), as the CPU's
-/// is_nan_element.
-template <typename A>
-__device__ __forceinline__ bool dev_isnan(const A& v) {
-  if constexpr (is_complex_device_v<A>) {
-    return v.real() != v.real() || v.imag() != v.imag();
-  } else if constexpr (std::is_floating_point_v<A>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
-
-/// a < b: the usual order for real types, lexicographic (real, then imaginary) for complex,
-/// as complex64_t's operator< on the host.
-template <typename A>
-__device__ __forceinline__ bool dev_less(const A& a, const A& b) {
-  if constexpr (is_complex_device_v<A>) {
-    return a.real() < b.real() || (a.real() == b.real() && a.imag() < b.imag());
-  } else {
-    return a < b;
-  }
 }
 
 /// Warp shuffles (__shfl_*_sync over the full warp) for every accumulator type: types

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/kernel_utils.cuh"
+#include "backend/common/math/scan.h"
 #include "backend/cuda/reduce_utils.cuh"
 #include "primitives/primitives.h"
 #include "primitives/scan.h"
@@ -33,57 +34,11 @@ using cu::device_acc_t;
 using cu::kReduceThreads;
 using cu::StridedIndexer;
 
-/// The unsigned type integer + and * wrap through (signed overflow is undefined).
-template <typename A>
-using wrap_t = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
-
-template <typename A>
-inline constexpr bool kWrapInt = std::is_integral_v<A> && !std::is_same_v<A, bool>;
-
-/// One scan op on the accumulator type A: init() is the identity (the CPU's identity<op>),
-/// f(acc, x) the CPU's combine(acc, x) with acc the running prefix and x what follows it
-/// (also used with x the total of a later block of elements: every op is associative up to
-/// floating-point rounding).
+/// One scan op on the accumulator type A: the math layer's (init() the identity, f(acc, x)
+/// extends the prefix acc by x, also with x the total of a later block), shared with the
+/// CPU kernel (backend/common/math/scan.h).
 template <ScanOp op, typename A>
-struct ScanFn {
-  __device__ static A init() {
-    if constexpr (op == ScanOp::Sum) {
-      return A(0);
-    } else if constexpr (op == ScanOp::Prod) {
-      return A(1);
-    } else if constexpr (std::is_same_v<A, bool>) {
-      return op != ScanOp::Max; // max is "or" (starts false), min is "and" (starts true)
-    } else if constexpr (op == ScanOp::Max || op == ScanOp::LogAddExp) {
-      if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
-      else return std::numeric_limits<A>::lowest();
-    } else {
-      if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
-      else return std::numeric_limits<A>::max();
-    }
-  }
-  __device__ A operator()(const A& acc, const A& x) const {
-    if constexpr (op == ScanOp::Sum) {
-      if constexpr (std::is_same_v<A, bool>) return acc || x;
-      else if constexpr (kWrapInt<A>) return static_cast<A>(static_cast<wrap_t<A>>(acc) + static_cast<wrap_t<A>>(x));
-      else return acc + x;
-    } else if constexpr (op == ScanOp::Prod) {
-      if constexpr (std::is_same_v<A, bool>) return acc && x;
-      else if constexpr (kWrapInt<A>) return static_cast<A>(static_cast<wrap_t<A>>(acc) * static_cast<wrap_t<A>>(x));
-      else return acc * x;
-    } else if constexpr (op == ScanOp::Max) {
-      return (x > acc || cu::dev_isnan(x)) ? x : acc; // a NaN prefix stays (x > NaN is false)
-    } else if constexpr (op == ScanOp::Min) {
-      return (x < acc || cu::dev_isnan(x)) ? x : acc;
-    } else {
-      // log(e^acc + e^x) = hi + log1p(e^(lo - hi)); infinities short-cut (inf - inf is NaN).
-      if (acc != acc || x != x) return std::numeric_limits<A>::quiet_NaN();
-      const A hi = acc > x ? acc : x, lo = acc > x ? x : acc;
-      if (lo == -std::numeric_limits<A>::infinity() || hi == std::numeric_limits<A>::infinity()) return hi;
-      if constexpr (std::is_same_v<A, float>) return hi + ::log1pf(::expf(lo - hi));
-      else return hi + ::log1p(::exp(lo - hi));
-    }
-  }
-};
+using ScanFn = math::ScanCombine<op, A>;
 
 /// Which (op, device element type) pairs have GPU kernels: those the ops produce (cumsum and
 /// cumprod run in sum_dtype, cummax/cummin on real dtypes, logcumsumexp on float dtypes).

@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/reduce_utils.cuh"
+#include "backend/common/math/functions.h"
 #include "primitives/softmax.h"
 
 namespace nuvec {
@@ -33,8 +34,6 @@ using cu::from_acc;
 using cu::kVec;
 using cu::to_acc;
 
-__device__ __forceinline__ float dev_exp(float v) { return expf(v); }
-__device__ __forceinline__ double dev_exp(double v) { return ::exp(v); }
 
 // Stores kVec<T> elements to p (16-byte aligned) in one 16-byte transaction (the packing
 // goes through memcpy: a T[] in registers has no 16-byte alignment to reinterpret).
@@ -47,7 +46,7 @@ __device__ __forceinline__ void store_vec(T* p, const T (&v)[kVec<T>]) {
 
 template <typename A>
 __device__ __forceinline__ A neg_inf() {
-  return -std::numeric_limits<A>::infinity();
+  return math::lowest_or_neg_inf<A>();
 }
 
 // Max that lets NaN lose: a NaN still reaches the row's sum (exp(NaN - m)), which makes the
@@ -148,7 +147,7 @@ softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
     const int64_t base = (int64_t(v) * TPR + lane) * W;
 #pragma unroll
     for (int j = 0; j < W; ++j) {
-      x[v][j] = base + j < n ? dev_exp(x[v][j] - m) : A(0);
+      x[v][j] = base + j < n ? math::exp(x[v][j] - m) : A(0);
       s += x[v][j];
     }
   }
@@ -185,10 +184,10 @@ template <typename A>
 __device__ __forceinline__ void online_add(A& m, A& s, A v) {
   if (v > m) {
     const A inf = std::numeric_limits<A>::infinity();
-    s = s * dev_exp(m - v) + (v == inf ? std::numeric_limits<A>::quiet_NaN() : A(1));
+    s = s * math::exp(m - v) + (v == inf ? std::numeric_limits<A>::quiet_NaN() : A(1));
     m = v;
   } else if (v != neg_inf<A>()) {
-    s += dev_exp(v - m);
+    s += math::exp(v - m);
   }
 }
 
@@ -196,8 +195,8 @@ __device__ __forceinline__ void online_add(A& m, A& s, A v) {
 template <typename A>
 __device__ __forceinline__ void online_merge(A& m, A& s, A m2, A s2) {
   const A mm = max_no_nan(m, m2);
-  const A a = m == neg_inf<A>() ? s : s * dev_exp(m - mm);
-  const A b = m2 == neg_inf<A>() ? s2 : s2 * dev_exp(m2 - mm);
+  const A a = m == neg_inf<A>() ? s : s * math::exp(m - mm);
+  const A b = m2 == neg_inf<A>() ? s2 : s2 * math::exp(m2 - mm);
   m = mm;
   s = a + b;
 }
@@ -264,14 +263,14 @@ softmax_looped_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t n, 
       for (int u = 0; u < kUnroll; ++u) {
         if (b0 + u * kStep < n) {
 #pragma unroll
-          for (int j = 0; j < W; ++j) raw[u][j] = from_acc<T>(dev_exp(to_acc<A>(raw[u][j]) - m) / s);
+          for (int j = 0; j < W; ++j) raw[u][j] = from_acc<T>(math::exp(to_acc<A>(raw[u][j]) - m) / s);
           store_vec(dst + b0 + u * kStep, raw[u]);
         }
       }
     }
   } else {
     for (int64_t i = threadIdx.x; i < n; i += BLOCK) {
-      dst[i] = from_acc<T>(dev_exp(to_acc<A>(src[i]) - m) / s);
+      dst[i] = from_acc<T>(math::exp(to_acc<A>(src[i]) - m) / s);
     }
   }
 }

@@ -1,5 +1,5 @@
-// nuvec: the GPU kernels of the Unary family: the op's device functor (elementwise_ops.cuh,
-// the semantics of backend/common/elementwise_ops.h) over the layout plan of elementwise.cuh.
+// nuvec: the GPU kernels of the Unary family: the op's functor (the math layer,
+// backend/common/math/unary.h, shared with the CPU) over the layout plan of elementwise.cuh.
 // Paths: a dense input (any dimension order) runs one contiguous pass with 16-byte vector
 // loads and stores and the output in the input's layout; anything else (broadcast, sliced
 // with steps, negative strides, misaligned) walks a strided plan into a row-contiguous
@@ -9,7 +9,9 @@
 
 #include "backend/cuda/cuda_utils.h"
 #include "backend/cuda/elementwise.cuh"
-#include "backend/cuda/elementwise_ops.cuh"
+#include "backend/common/math/cast.h"
+#include "backend/common/math/elementwise.h"
+#include "backend/cuda/device/convert.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/errors.h"
 #include "primitives/primitives.h"
@@ -70,7 +72,7 @@ __global__ void unary_strided_kernel(
 /// Whether op returns its input unchanged for element type T (so no kernel is needed).
 template <typename Op, typename T>
 constexpr bool is_identity() {
-  namespace ew = cu::ew;
+  namespace ew = math;
   if constexpr (std::is_same_v<Op, ew::Conjugate>) {
     return !cu::is_complex_device_v<T>;
   } else if constexpr (
@@ -97,8 +99,8 @@ void unary_gpu(Op op, const array& in, array& out, const char* name) {
   } else if constexpr (is_identity<Op, T>()) {
     out.copy_shared_buffer(in); // arrays are immutable: a view is the result
   } else {
-    using K = cu::ew::kernel_elem_t<Op, T>; // same bits as T
-    using O = cu::ew::result_elem_t<Op, K, 1>;
+    using K = math::kernel_elem_t<Op, T>; // same bits as T
+    using O = math::result_elem_t<Op, K, 1>;
     std::vector<array> outs{out};
     auto plan = cu::plan_elementwise({in}, outs);
     if (plan.n == 0) return;
@@ -133,7 +135,7 @@ void unary_gpu(Op op, const array& in, array& out, const char* name) {
 
 /// Unary on the GPU: every UnaryOp on the dtypes its CPU kernel supports.
 void Unary::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  cu::ew::visit(op_, [&](auto op) {
+  math::visit(op_, [&](auto op) {
     cu::dispatch_device_types(inputs[0].dtype(), [&]<typename T>() {
       unary_gpu<T>(op, inputs[0], outputs[0], name());
     });

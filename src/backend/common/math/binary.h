@@ -121,28 +121,21 @@ struct Power {
     }
   }
 };
-/// NaN-propagating maximum (NumPy's maximum); complex numbers compare lexicographically.
-struct Maximum {
+/// NaN-propagating maximum (kMax) or minimum, NumPy's maximum/minimum: a NaN operand is
+/// the result; complex numbers compare lexicographically.
+template <bool kMax>
+struct Extremum {
   template <Number T>
   NUVEC_HD T operator()(T a, T b) const {
     if constexpr (Real<T>) {
       if (a != a) return a;
       if (b != b) return b;
     }
-    return less_than(b, a) ? a : b;
+    return (kMax ? less_than(b, a) : less_than(a, b)) ? a : b;
   }
 };
-/// NaN-propagating minimum (NumPy's minimum); complex numbers compare lexicographically.
-struct Minimum {
-  template <Number T>
-  NUVEC_HD T operator()(T a, T b) const {
-    if constexpr (Real<T>) {
-      if (a != a) return a;
-      if (b != b) return b;
-    }
-    return less_than(a, b) ? a : b;
-  }
-};
+struct Maximum : Extremum<true> {};
+struct Minimum : Extremum<false> {};
 /// log(e^a + e^b) = max + log1p(e^-|a - b|); equal infinities return themselves. Complex
 /// operands (MLX's rule): the lexicographic max plus log(1 + e^(min - max)), and the max
 /// itself when the min is -inf or the max +inf (both on the real axis).

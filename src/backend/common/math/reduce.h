@@ -34,28 +34,24 @@ struct Combine<ReduceOp::Or, A> {
   NUVEC_HD static A init() { return A(false); }
   NUVEC_HD A operator()(const A& a, const A& b) const { return static_cast<bool>(a) || static_cast<bool>(b); }
 };
-/// max: `(is_nan(a) || a >= b) ? a : b`, so a NaN on either side wins (a >= NaN is false);
-/// complex numbers order lexicographically (>= is !(a < b)).
-template <typename A>
-struct Combine<ReduceOp::Max, A> {
-  NUVEC_HD static A init() { return lowest_or_neg_inf<A>(); }
+/// max (kMax) or min: `(is_nan(a) || a >= b) ? a : b` for max, so a NaN on either side
+/// wins (a >= NaN is false); complex numbers order lexicographically (>= is !(a < b)).
+template <bool kMax, typename A>
+struct ExtremumCombine {
+  NUVEC_HD static A init() {
+    if constexpr (kMax) return lowest_or_neg_inf<A>();
+    else return max_or_inf<A>();
+  }
   NUVEC_HD A operator()(const A& a, const A& b) const {
     bool keep_a;
-    if constexpr (Complex<A>) keep_a = is_nan(a) || !less_than(a, b);
-    else keep_a = is_nan(a) || a >= b;
+    if constexpr (Complex<A>) keep_a = is_nan(a) || !(kMax ? less_than(a, b) : less_than(b, a));
+    else keep_a = is_nan(a) || (kMax ? a >= b : a <= b);
     return keep_a ? a : b;
   }
 };
-/// min: as max with the order reversed.
 template <typename A>
-struct Combine<ReduceOp::Min, A> {
-  NUVEC_HD static A init() { return max_or_inf<A>(); }
-  NUVEC_HD A operator()(const A& a, const A& b) const {
-    bool keep_a;
-    if constexpr (Complex<A>) keep_a = is_nan(a) || !less_than(b, a);
-    else keep_a = is_nan(a) || a <= b;
-    return keep_a ? a : b;
-  }
-};
+struct Combine<ReduceOp::Max, A> : ExtremumCombine<true, A> {};
+template <typename A>
+struct Combine<ReduceOp::Min, A> : ExtremumCombine<false, A> {};
 
 NUVEC_MATH_END
