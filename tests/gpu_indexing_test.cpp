@@ -355,7 +355,9 @@ TEST(GpuIndexing, PutAlongAxisLastDuplicateWinsAndScatterAddAxisAccumulates) {
   // Many updates landing on few positions, over many blocks.
   for (Dtype dt : {float32, int32, int8, float16}) {
     SCOPED_TRACE(dtype_name(dt));
-    array a = values_of({3, 8}, dt);
+    // float32: an integer base too, so every partial sum is exact whatever the order (a
+    // fractional base rounds differently at the magnitudes the running sums pass through).
+    array a = values_of({3, 8}, dt, dt == float32);
     array idx = indices_of({3, kLarge / 3}, 8, int32);
     array v = values_of({3, kLarge / 3}, dt, true);
     expect_match(put_along_axis(a, idx, v, 1, kGpu), put_along_axis(a, idx, v, 1, kCpu));
@@ -364,7 +366,7 @@ TEST(GpuIndexing, PutAlongAxisLastDuplicateWinsAndScatterAddAxisAccumulates) {
     // agree to float16 rounding only.
     array small = dt == float16 ? values_of({3, 600}, dt, true) : v;
     array sidx = dt == float16 ? indices_of({3, 600}, 8, int32) : idx;
-    const double tol = dt == float16 ? sum_tol(dt) : 1e-6;
+    const double tol = dt == float16 ? sum_tol(dt) : 0.0;
     expect_match(scatter_add_axis(a, sidx, small, 1, kGpu), scatter_add_axis(a, sidx, small, 1, kCpu),
                  tol, tol);
   }

@@ -5,11 +5,13 @@
 // are constrained templates, so an argument never converts implicitly: complex64_t's
 // implicit conversion to float cannot select a real function.
 //
-// Two functions differ by target, on purpose:
-// - exp(float): on the host the libm-free exp_f32, so that loops vectorise; on the device
-//   expf. Both are within ~1 ulp.
+// Where the targets differ, on purpose:
 // - erfinv: CUDA has erfinvf/erfinv; libm has none, so the host uses Giles's approximation
 //   refined by Newton steps.
+// - exp_f32 is the host's libm-free float exp (~1 ulp), which vectorises; the Exp functor
+//   uses it on the host (unary.h). Everything else (sigmoid, logaddexp, the scans) calls the
+//   library's correctly rounded-to-0.5-ulp exp: a long logcumsumexp drifts measurably with
+//   a 1-ulp exp.
 #pragma once
 
 #if !defined(__CUDACC_RTC__)
@@ -136,18 +138,11 @@ NUVEC_HD inline float exp_f32(float x) {
   return x != x ? x : y;
 }
 
-/// e^x: exp_f32 for float on the host, the C library's exp otherwise (expf on the device).
+/// e^x: the C library's expf / exp (libm on the host, CUDA's on the device).
 template <Real T>
 NUVEC_HD T exp(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-#if NUVEC_MATH_DEVICE
-    return ::expf(x);
-#else
-    return exp_f32(x);
-#endif
-  } else {
-    return ::exp(x);
-  }
+  if constexpr (std::is_same_v<T, float>) return ::expf(x);
+  else return ::exp(x);
 }
 
 /// The inverse error function: ±1 give ±inf, |x| > 1 and NaN give NaN. CUDA's erfinvf /
