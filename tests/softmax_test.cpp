@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "checker.h"
-#include "primitives/softmax.h"
+#include "fast/softmax.h"
 #include "test_utils.h"
 
 namespace nuvec::testing {

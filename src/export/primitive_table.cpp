@@ -14,7 +14,8 @@
 #include "primitives/primitives.h"
 #include "primitives/random.h"
 #include "primitives/scan.h"
-#include "primitives/softmax.h"
+#include "fast/logsumexp.h"
+#include "fast/softmax.h"
 #include "primitives/partition.h"
 
 namespace nuvec::export_detail {
@@ -123,6 +124,7 @@ const std::vector<Row>& rows() {
       row<ArgPartition>("ArgPartition", R::Pinned),
       row<Scan>("Scan", R::SameRank),
       row<Softmax>("Softmax", R::SameRank),
+      row<LogSumExp>("LogSumExp", R::SameRank),
       // indexing
       row<GatherAxis>("GatherAxis", R::Pinned),
       row<ScatterAxis>("ScatterAxis", R::Pinned),

@@ -66,4 +66,11 @@ inline Dtype float_result_type(Dtype t) {
   return issubdtype(t, inexact) ? t : float32;
 }
 
+// The dtype mean, var and logsumexp compute in: float32 for the half types, whose kernels
+// accumulate in float32 but whose totals would overflow float16 (65504) before the division
+// (NumPy's rule); the result is rounded to the half type once, at the end.
+inline Dtype float_accumulate_type(Dtype dt) {
+  return (dt == float16 || dt == bfloat16) ? float32 : dt;
+}
+
 } // namespace nuvec

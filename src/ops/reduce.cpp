@@ -6,7 +6,6 @@
 
 #include "ops/ops_common.h"
 #include "transforms/trace.h"
-#include "primitives/softmax.h"
 
 namespace nuvec {
 
@@ -52,12 +51,6 @@ void check_not_empty(const array& a, const std::vector<int>& axes, const char* o
   }
 }
 
-// The dtype mean, var and logsumexp compute in: float32 for the half types, whose kernels
-// accumulate in float32 but whose totals would overflow float16 (65504) before the division
-// (NumPy's rule); the result is rounded to the half type once, at the end.
-Dtype float_accumulate_type(Dtype dt) {
-  return (dt == float16 || dt == bfloat16) ? float32 : dt;
-}
 
 // A 0-d array of value in dtype.
 array scalar(double value, Dtype dtype) {
@@ -269,62 +262,6 @@ array argmax(const array& a, StreamOrDevice s) {
   return argmax(a, false, s);
 }
 
-// ---------------------------------------------------------------------------------------
-// logsumexp, softmax
-
-// Shifted by the (gradient-free) max; an infinite max is replaced by 0 so that rows of -inf
-// give -inf (not NaN) and rows holding +inf give +inf. NaN propagates through the max.
-array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "logsumexp");
-  if (a.size() == 0) {
-    // MLX's rule (SciPy would give -inf); see docs/MLX-DIFFERENCES.md.
-    throw_invalid_argument("logsumexp", "the input must not be empty; got shape ", a.shape(), ".");
-  }
-  Dtype dt = float_result_type(a.dtype());
-  Dtype acc = float_accumulate_type(dt);
-  array x = astype(a, acc, s);
-  array m = stop_gradient(max(x, ax, true, s), s);
-  m = where(isinf(m, s), zeros_like(m, s), m, s);
-  array out = add(log(sum(exp(subtract(x, m, s), s), ax, true, s), s), m, s);
-  if (acc != dt) out = astype(out, dt, s);
-  return keepdims ? out : squeeze(out, ax, s);
-}
-array logsumexp(const array& a, bool keepdims, StreamOrDevice s) {
-  return logsumexp(a, all_axes(static_cast<int>(a.ndim())), keepdims, s);
-}
-array logsumexp(const array& a, StreamOrDevice s) {
-  return logsumexp(a, false, s);
-}
-array logsumexp(const array& a, int axis, bool keepdims, StreamOrDevice s) {
-  return logsumexp(a, std::vector<int>{axis}, keepdims, s);
-}
-
-array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s) {
-  auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "softmax");
-  Dtype dt = float_result_type(a.dtype());
-  // Half inputs always normalise in float32: a float16 denominator overflows past 65504
-  // terms (NumPy's answer over MLX's; `precise` is kept for API compatibility).
-  bool widen = dt == float16 || dt == bfloat16;
-  if (a.size() == 0) return astype(a, dt, s);
-  // Over the last axis of a real floating input, one Softmax node (one read, one write)
-  // instead of the five passes below; its kernels widen half types to float32 themselves,
-  // so the result is the composed formula's (NaN for a row of all -inf, as NumPy).
-  if (ax.size() == 1 && ax[0] == static_cast<int>(a.ndim()) - 1 && issubdtype(dt, floating)) {
-    array in = astype(a, dt, s);
-    return array(in.shape(), dt, std::make_shared<Softmax>(to_stream(s), precise), {in});
-  }
-  array x = astype(a, widen ? float32 : dt, s);
-  array m = stop_gradient(max(x, ax, true, s), s);
-  array e = exp(subtract(x, m, s), s);
-  array out = divide(e, sum(e, ax, true, s), s);
-  return widen ? astype(out, dt, s) : out;
-}
-array softmax(const array& a, bool precise, StreamOrDevice s) {
-  return softmax(a, all_axes(static_cast<int>(a.ndim())), precise, s);
-}
-array softmax(const array& a, int axis, bool precise, StreamOrDevice s) {
-  return softmax(a, std::vector<int>{axis}, precise, s);
-}
 
 // ---------------------------------------------------------------------------------------
 // count_nonzero, median

@@ -1,5 +1,5 @@
 // nuvec: CPU kernel of Softmax (softmax along the last axis; rules in
-// src/primitives/softmax.cpp). Per row: the max, exp(x - max) and its sum, then one scaling
+// src/fast/softmax.cpp). Per row: the max, exp(x - max) and its sum, then one scaling
 // pass, all in acc_t (float for the half types, double for float64): the composed formula's
 // arithmetic, so a row of all -inf gives NaN (-inf - -inf) and any NaN makes its row NaN.
 #include <cmath>
@@ -10,23 +10,12 @@
 #include "backend/common/dispatch.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
-#include "primitives/softmax.h"
+#include "backend/cpu/fast/rows.h"
+#include "fast/softmax.h"
 
 namespace nuvec {
 
 namespace {
-
-// Element offset of row r's first element: the leading dimensions (all but the last) walked
-// with their strides, so sliced or broadcast rows need no copy when the last axis is dense.
-int64_t row_offset(const array& in, int64_t r) {
-  int64_t off = 0;
-  for (int d = static_cast<int>(in.ndim()) - 2; d >= 0 && r > 0; --d) {
-    int64_t n = in.shape(d);
-    off += (r % n) * in.strides()[d];
-    r /= n;
-  }
-  return off;
-}
 
 // One row of n elements (src dense, dst dense). e holds exp(x - max) between the passes when
 // T is narrower than A; otherwise dst does (it has A's precision).
@@ -77,15 +66,10 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
     if constexpr (is_float_v<T>) {
       const T* src = static_cast<const T*>(in.raw_data());
       T* dst = static_cast<T*>(out.raw_data());
-      // parallel_for splits element ranges; each half takes the rows that start in it.
-      cpu::parallel_for(static_cast<size_t>(rows * n), [&](size_t begin, size_t end) {
-        std::vector<acc_t<T>> e;
-        int64_t r0 = (static_cast<int64_t>(begin) + n - 1) / n;
-        int64_t r1 = (static_cast<int64_t>(end) + n - 1) / n;
-        for (int64_t r = r0; r < r1; ++r) {
-          const T* row = src + (row_major ? r * n : row_offset(in, r));
-          softmax_row<T>(row, dst + r * n, n, e);
-        }
+      cpu::parallel_rows(rows, n, [&](int64_t r) {
+        thread_local std::vector<acc_t<T>> e;
+        const T* row = src + (row_major ? r * n : cpu::row_offset(in, r));
+        softmax_row<T>(row, dst + r * n, n, e);
       });
     } else {
       throw std::invalid_argument("[softmax] the Softmax kernel takes real floating inputs.");

@@ -1,5 +1,5 @@
 // nuvec: GPU kernels of Softmax (softmax along the last axis; rules in
-// src/primitives/softmax.cpp). Semantics are the CPU kernel's (src/backend/cpu/softmax.cpp):
+// src/fast/softmax.cpp). Semantics are the CPU kernel's (src/backend/cpu/fast/softmax.cpp):
 // arithmetic in float for the half types (double for float64), a row of all -inf gives NaN,
 // a NaN or +inf anywhere in a row makes the whole row NaN (the composed formula's answer).
 //
@@ -23,7 +23,8 @@
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/reduce_utils.cuh"
 #include "backend/common/math/functions.h"
-#include "primitives/softmax.h"
+#include "backend/cuda/device/online_softmax.cuh"
+#include "fast/softmax.h"
 
 namespace nuvec {
 
@@ -33,6 +34,10 @@ using cu::device_acc_t;
 using cu::from_acc;
 using cu::kVec;
 using cu::to_acc;
+using cu::max_no_nan;
+using cu::neg_inf;
+using cu::online_add;
+using cu::online_merge;
 
 
 // Stores kVec<T> elements to p (16-byte aligned) in one 16-byte transaction (the packing
@@ -42,18 +47,6 @@ __device__ __forceinline__ void store_vec(T* p, const T (&v)[kVec<T>]) {
   int4 raw;
   memcpy(&raw, &v[0], 16);
   *reinterpret_cast<int4*>(p) = raw;
-}
-
-template <typename A>
-__device__ __forceinline__ A neg_inf() {
-  return math::lowest_or_neg_inf<A>();
-}
-
-// Max that lets NaN lose: a NaN still reaches the row's sum (exp(NaN - m)), which makes the
-// row NaN, and keeping it out of the max keeps the online rescaling free of NaN - NaN cases.
-template <typename A>
-__device__ __forceinline__ A max_no_nan(A a, A b) {
-  return b > a ? b : a;
 }
 
 // Reductions over the `width` consecutive lanes of a warp that own one row (width a power
@@ -174,31 +167,6 @@ softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
       }
     }
   }
-}
-
-// Running (max m, sum s of exp(x - m)) of one thread's elements. A -inf element adds
-// nothing (exp(-inf - m) is 0 for any m but -inf, where the composed formula's NaN comes
-// from the final pass instead: exp(-inf - -inf) / 0); a +inf element poisons s with NaN, as
-// inf - inf does in the composed formula; a NaN element poisons s through exp.
-template <typename A>
-__device__ __forceinline__ void online_add(A& m, A& s, A v) {
-  if (v > m) {
-    const A inf = std::numeric_limits<A>::infinity();
-    s = s * math::exp(m - v) + (v == inf ? std::numeric_limits<A>::quiet_NaN() : A(1));
-    m = v;
-  } else if (v != neg_inf<A>()) {
-    s += math::exp(v - m);
-  }
-}
-
-// Merges (m2, s2) into (m, s). A part with max -inf has s 0 or NaN and is taken as is.
-template <typename A>
-__device__ __forceinline__ void online_merge(A& m, A& s, A m2, A s2) {
-  const A mm = max_no_nan(m, m2);
-  const A a = m == neg_inf<A>() ? s : s * math::exp(m - mm);
-  const A b = m2 == neg_inf<A>() ? s2 : s2 * math::exp(m2 - mm);
-  m = mm;
-  s = a + b;
 }
 
 // Long rows: one block of BLOCK threads per row, two streaming passes. kUnroll vectors are

@@ -1,0 +1,64 @@
+// nuvec: CPU kernel of LogSumExp (log(sum(exp(x))) over the last axis; fallback and rules in
+// src/fast/logsumexp.cpp). Per row, in acc_t (float for the half types, double for
+// float64): the max, then sum(exp(x - max)) in double (a row of 1e5 float terms would lose
+// ~1e-5 to sequential rounding), then max + log(sum). The fallback's special cases: NaN
+// anywhere gives NaN, a row whose max is +-inf gives that infinity.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backend/common/dispatch.h"
+#include "backend/common/math/functions.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/fast/rows.h"
+#include "fast/logsumexp.h"
+
+namespace nuvec {
+
+namespace {
+
+template <typename T>
+acc_t<T> logsumexp_row(const T* src, int64_t n) {
+  using A = acc_t<T>;
+  A m = -std::numeric_limits<A>::infinity();
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    A v = static_cast<A>(src[i]);
+    nan = nan || v != v;
+    m = v > m ? v : m;
+  }
+  if (nan) return std::numeric_limits<A>::quiet_NaN();
+  if (math::is_inf(m)) return m; // all -inf, or a +inf: exp(x - 0) sums to 0 or inf
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(math::exp(static_cast<A>(src[i]) - m));
+  return m + static_cast<A>(std::log(s));
+}
+
+} // namespace
+
+void LogSumExp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  const int nd = static_cast<int>(inputs[0].ndim());
+  const int64_t n = inputs[0].shape(nd - 1);
+  // Rows are walked with unit stride: a last axis of any other stride is copied first.
+  const bool dense_rows = n == 1 || inputs[0].strides()[nd - 1] == 1;
+  const array in = dense_rows ? inputs[0] : cpu::contiguous_copy(inputs[0]);
+  const bool row_major = in.flags().row_contiguous;
+  const int64_t rows = static_cast<int64_t>(out.size());
+  dispatch_all_types(in.dtype(), [&]<typename T>() {
+    if constexpr (is_float_v<T>) {
+      const T* src = static_cast<const T*>(in.raw_data());
+      T* dst = static_cast<T*>(out.raw_data());
+      cpu::parallel_rows(rows, n, [&](int64_t r) {
+        const T* row = src + (row_major ? r * n : cpu::row_offset(in, r));
+        dst[r] = static_cast<T>(logsumexp_row<T>(row, n));
+      });
+    } else {
+      throw std::invalid_argument("[logsumexp] the LogSumExp kernel takes real floating inputs.");
+    }
+  });
+}
+
+} // namespace nuvec

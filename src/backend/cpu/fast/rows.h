@@ -1,0 +1,37 @@
+// nuvec: what the CPU kernels of last-axis fused ops share: the offset of a row of an input
+// whose last axis is dense, and the split of rows over the thread pool.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/elementwise.h"
+#include "nuvec/array.h"
+
+namespace nuvec::cpu {
+
+/// Element offset of row r's first element: the leading dimensions (all but the last)
+/// walked with their strides, so sliced or broadcast rows need no copy when the last axis
+/// is dense.
+inline int64_t row_offset(const array& in, int64_t r) {
+  int64_t off = 0;
+  for (int d = static_cast<int>(in.ndim()) - 2; d >= 0 && r > 0; --d) {
+    int64_t n = in.shape(d);
+    off += (r % n) * in.strides()[d];
+    r /= n;
+  }
+  return off;
+}
+
+/// Calls row_fn(r) for every row r of `rows` rows of n elements, the rows split over the
+/// thread pool by element count (small work stays on the calling thread).
+template <typename F>
+void parallel_rows(int64_t rows, int64_t n, F&& row_fn) {
+  // parallel_for splits element ranges; each piece takes the rows that start in it.
+  parallel_for(static_cast<size_t>(rows * n), [&](size_t begin, size_t end) {
+    int64_t r0 = (static_cast<int64_t>(begin) + n - 1) / n;
+    int64_t r1 = (static_cast<int64_t>(end) + n - 1) / n;
+    for (int64_t r = r0; r < r1; ++r) row_fn(r);
+  });
+}
+
+} // namespace nuvec::cpu

@@ -1,0 +1,107 @@
+// nuvec: GPU kernel of LogSumExp (log(sum(exp(x))) over the last axis; fallback and rules in
+// src/fast/logsumexp.cpp). Semantics are the CPU kernel's (src/backend/cpu/fast/
+// logsumexp.cpp) and the fallback's: arithmetic in float for the half types (double for
+// float64); NaN anywhere in a row gives NaN; a row whose max is +-inf gives that infinity;
+// else max + log(sum(exp(x - max))). One pass of online (max, sum) accumulation
+// (device/online_softmax.cuh): TPR threads per row (a warp for rows up to 1024 elements,
+// several rows a block; a block of 256 beyond), coalesced loads, the partial (max, sum)
+// pairs merged by shuffles and, across warps, shared memory.
+#include <cstdint>
+#include <limits>
+
+#include "backend/cuda/copy.h"
+#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/device/online_softmax.cuh"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/reduce_utils.cuh"
+#include "fast/logsumexp.h"
+
+namespace nuvec {
+
+namespace {
+
+template <typename T, int TPR, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+logsumexp_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t n) {
+  using A = cu::device_acc_t<T>;
+  constexpr int kRows = BLOCK / TPR;
+  constexpr int kWidth = TPR < 32 ? TPR : 32;
+  const int lane = threadIdx.x % TPR;
+  const int64_t row = int64_t(blockIdx.x) * kRows + threadIdx.x / TPR;
+  A m = cu::neg_inf<A>(), s = 0;
+  int nan = 0;
+  if (row < rows) {
+    const T* src = in + row * n;
+    for (int64_t i = lane; i < n; i += TPR) {
+      const A v = cu::to_acc<A>(src[i]);
+      nan |= v != v;
+      cu::online_add(m, s, v);
+    }
+  }
+  // Every thread of the block reaches the merges (rows past the end hold the identity).
+  for (int o = kWidth / 2; o > 0; o /= 2) {
+    const A m2 = __shfl_xor_sync(0xffffffffu, m, o, kWidth);
+    const A s2 = __shfl_xor_sync(0xffffffffu, s, o, kWidth);
+    nan |= __shfl_xor_sync(0xffffffffu, nan, o, kWidth);
+    cu::online_merge(m, s, m2, s2);
+  }
+  if constexpr (TPR > 32) {
+    __shared__ A buf_m[TPR / 32];
+    __shared__ A buf_s[TPR / 32];
+    __shared__ int buf_nan[TPR / 32];
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) {
+      buf_m[warp] = m;
+      buf_s[warp] = s;
+      buf_nan[warp] = nan;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < TPR / 32; ++w) {
+        cu::online_merge(m, s, buf_m[w], buf_s[w]);
+        nan |= buf_nan[w];
+      }
+    }
+  }
+  if (lane == 0 && row < rows) {
+    A r;
+    if (nan) r = std::numeric_limits<A>::quiet_NaN();
+    else if (m == std::numeric_limits<A>::infinity() || m == cu::neg_inf<A>()) r = m;
+    else r = m + math::log(s);
+    out[row] = cu::from_acc<T>(r);
+  }
+}
+
+template <typename T>
+void logsumexp_gpu(const T* src, T* dst, int64_t rows, int64_t n) {
+  if (n <= 1024) {
+    constexpr int kBlock = 128; // 4 rows of a warp each
+    const int64_t blocks = (rows + kBlock / 32 - 1) / (kBlock / 32);
+    logsumexp_kernel<T, 32, kBlock><<<static_cast<unsigned>(blocks), kBlock, 0, cu::stream()>>>(src, dst, rows, n);
+  } else {
+    constexpr int kBlock = 256;
+    logsumexp_kernel<T, kBlock, kBlock><<<static_cast<unsigned>(rows), kBlock, 0, cu::stream()>>>(src, dst, rows, n);
+  }
+  cu::check_launch("logsumexp_kernel");
+}
+
+} // namespace
+
+void LogSumExp::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  void* dst = cu::alloc_output(out);
+  if (out.size() == 0) return;
+  // The kernel addresses row r at r * n: anything but a row-major dense input is copied.
+  const array in = inputs[0].flags().row_contiguous ? inputs[0] : cu::contiguous_copy(inputs[0]);
+  const int64_t n = in.shape(static_cast<int>(in.ndim()) - 1);
+  const int64_t rows = static_cast<int64_t>(out.size());
+  cu::dispatch_device_types(in.dtype(), [&]<typename T>() {
+    if constexpr (cu::is_float_device_v<T>) {
+      logsumexp_gpu<T>(cu::device_ptr<T>(in), static_cast<T*>(dst), rows, n);
+    } else {
+      throw std::invalid_argument("[logsumexp] the LogSumExp kernel takes real floating inputs.");
+    }
+  });
+}
+
+} // namespace nuvec

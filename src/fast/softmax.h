@@ -1,0 +1,51 @@
+// nuvec: the Softmax fused primitive, softmax along the last axis in one node (MLX builds
+// the same primitive when softmax reduces the last axis). Fallback, op and rules in
+// src/fast/softmax.cpp; kernels in src/backend/cpu/fast/softmax.cpp and
+// src/backend/cuda/fast/softmax.cu, tested against the fallback (tests/fast_test.cpp).
+#pragma once
+
+#include "fast/fast_primitive.h"
+
+namespace nuvec {
+
+namespace fast {
+
+/// The softmax graph over `axes` of x (ordinary ops): exp(x - max(x)) / sum(exp(x - max(x))),
+/// the max gradient-free; half inputs normalise in float32 and round once. The meaning of
+/// the Softmax node (axes = {-1}) and what the op runs for any other axes.
+array softmax_graph(const array& x, const std::vector<int>& axes, StreamOrDevice s);
+
+} // namespace fast
+
+/// exp(x - max(x)) / sum(exp(x - max(x))) along the last axis. The input already has the
+/// output dtype, a real floating type (the op casts first). Half inputs always accumulate in
+/// float32 and float64 in float64, whatever `precise` says: nuvec's softmax normalises half
+/// inputs in float32 (see the softmax op); `precise` is kept so that two nodes built with
+/// different flags are not merged, as in MLX. Rules: vjp from the output (dedicated,
+/// y * (g - sum(g * y))), jvp from the fallback, vmap keeps the kernel (trailing axis).
+class Softmax : public fast::FastPrimitive {
+ public:
+  Softmax(Stream stream, bool precise);
+  /// The flag the op was called with (no effect on the result; see the class comment).
+  bool precise() const { return precise_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  bool state() const { return precise_; }
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<array> vjp(
+      const std::vector<array>& primals,
+      const std::vector<array>& cotangents,
+      const std::vector<int>& argnums,
+      const std::vector<array>& outputs) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(
+      const std::vector<array>& inputs, const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const char* name() const override;
+
+ private:
+  bool precise_;
+};
+
+} // namespace nuvec
