@@ -1,4 +1,4 @@
-// nuvec tests: the Softmax primitive on the GPU (src/backend/cuda/softmax.cu) against the CPU
+// nuvec tests: the Softmax primitive on the GPU (src/backend/cuda/fast/softmax.cu) against the CPU
 // kernel, which defines the semantics. Each case evaluates the input on the CPU (so only the
 // softmax kernel runs on the GPU), then compares softmax on Device::gpu and Device::cpu on
 // the host. Row lengths cover every kernel configuration (a warp per row with 1, 2 or 4

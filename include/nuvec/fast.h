@@ -1,8 +1,10 @@
 // nuvec: fused operations (MLX's fast.h API, namespace nuvec::fast). Each op's meaning is its
-// fallback graph of ordinary ops (shared/seeds/001, MLX's fallbacks), which is what runs today
-// on every device; the fused CPU and CUDA kernels that replace it where they cover the case
-// are later work (issues "Make room for the fused kernels" and "Fused ops I"), tested against
-// these graphs. Derivatives, vmap and compile follow from the graph's own ops.
+// fallback graph of ordinary ops (shared/seeds/001, MLX's fallbacks). Fused ops are built on
+// src/fast/fast_primitive.h: the op records one fused node where a CPU or CUDA kernel covers
+// the case and returns the fallback otherwise; derivatives and vmap derive from the fallback.
+// softmax and logsumexp (declared in ops.h, as MLX) are the first on that base; rms_norm and
+// layer_norm below still run their fallback graphs on every device (their kernels come with
+// the issue "Fused ops I").
 #pragma once
 
 #include <optional>
