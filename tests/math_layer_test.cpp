@@ -128,6 +128,14 @@ TEST(MathLayer, FloatRulesAreNumPys) {
   EXPECT_TRUE(math::Less{}(complex64_t(1, 5), complex64_t(2, -1)));
   EXPECT_TRUE(math::Less{}(complex64_t(1, 1), complex64_t(1, 2)));
   EXPECT_EQ(math::Maximum{}(complex64_t(1, 2), complex64_t(1, 3)), complex64_t(1, 3));
+  // A complex NaN (either part) propagates from either side, as a real one does.
+  for (auto nan_z : {complex64_t(NAN, 0), complex64_t(0, NAN)}) {
+    EXPECT_TRUE(math::is_nan(math::Maximum{}(nan_z, complex64_t(1, 0))));
+    EXPECT_TRUE(math::is_nan(math::Maximum{}(complex64_t(1, 0), nan_z)));
+    EXPECT_TRUE(math::is_nan(math::Minimum{}(complex64_t(-5, 0), nan_z)));
+    EXPECT_TRUE(math::is_nan(math::LogAddExp{}(complex64_t(INFINITY, 0), nan_z)));
+    EXPECT_TRUE(math::is_nan(math::LogAddExp{}(nan_z, complex64_t(INFINITY, 0))));
+  }
 }
 
 TEST(MathLayer, HostExpIsWithinTwoUlpOfLibm) {
@@ -164,6 +172,11 @@ TEST(MathLayer, ReduceAndScanCombinersPropagateNaN) {
   EXPECT_EQ(mx(mx.init(), -3.0f), -3.0f);
   math::Combine<ReduceOp::Min, complex64_t> mn;
   EXPECT_EQ(mn(complex64_t(1, 2), complex64_t(1, -2)), complex64_t(1, -2));
+  // Complex NaN wins from either side (the kernels feed elements in on the right).
+  math::Combine<ReduceOp::Max, complex64_t> cmx;
+  EXPECT_TRUE(math::is_nan(cmx(cmx.init(), complex64_t(NAN, 0))));
+  EXPECT_TRUE(math::is_nan(cmx(complex64_t(NAN, 0), complex64_t(1, 0))));
+  EXPECT_TRUE(math::is_nan(mn(complex64_t(1, 0), complex64_t(0, NAN))));
   EXPECT_EQ((math::Combine<ReduceOp::Sum, int32_t>{}(INT32_MAX, 1)), INT32_MIN);
   math::ScanCombine<ScanOp::Max, double> cm;
   EXPECT_TRUE(std::isnan(cm(NAN, 5.0))); // a NaN prefix stays

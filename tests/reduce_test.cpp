@@ -620,3 +620,22 @@ TEST(ReduceVmap, ReductionsAgainstALoop) {
     check_vmap(fns[i], {x}, {2}, 1e-10, 1e-12);
   }
 }
+
+// max/min of complex arrays propagate NaN (either part) wherever it sits, as NumPy's and as
+// the real dtypes do; so do element-wise maximum/minimum from either side.
+TEST(Reduce, ComplexMaxMinPropagateNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  array z = array({complex64_t(1, 0), complex64_t(nan, 0), complex64_t(3, 1)});
+  array w = array({complex64_t(1, 0), complex64_t(2, 0), complex64_t(0, nan)});
+  for (const array& a : {z, w}) {
+    auto hi = max(a).item<complex64_t>(), lo = min(a).item<complex64_t>();
+    EXPECT_TRUE(std::isnan(hi.real()) || std::isnan(hi.imag()));
+    EXPECT_TRUE(std::isnan(lo.real()) || std::isnan(lo.imag()));
+  }
+  EXPECT_EQ(max(array({complex64_t(1, 5), complex64_t(2, -1)})).item<complex64_t>(), complex64_t(2, -1));
+  array one = array({complex64_t(1, 0)});
+  array bad = array({complex64_t(nan, 0)});
+  EXPECT_TRUE(std::isnan(maximum(one, bad).item<complex64_t>().real()));
+  EXPECT_TRUE(std::isnan(maximum(bad, one).item<complex64_t>().real()));
+  EXPECT_TRUE(std::isnan(minimum(one, bad).item<complex64_t>().real()));
+}

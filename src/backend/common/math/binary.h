@@ -121,15 +121,16 @@ struct Power {
     }
   }
 };
-/// NaN-propagating maximum (kMax) or minimum, NumPy's maximum/minimum: a NaN operand is
-/// the result; complex numbers compare lexicographically.
+/// NaN-propagating maximum (kMax) or minimum, NumPy's maximum/minimum: a NaN operand (a
+/// complex one with either part NaN) is the result, whichever side it is on; complex numbers
+/// compare lexicographically.
 template <bool kMax>
 struct Extremum {
   template <Number T>
   NUVEC_HD T operator()(T a, T b) const {
-    if constexpr (Real<T>) {
-      if (a != a) return a;
-      if (b != b) return b;
+    if constexpr (Inexact<T>) {
+      if (is_nan(a)) return a;
+      if (is_nan(b)) return b;
     }
     return (kMax ? less_than(b, a) : less_than(a, b)) ? a : b;
   }
@@ -150,6 +151,9 @@ struct LogAddExp {
   template <Complex T>
   NUVEC_HD T operator()(T a, T b) const {
     using C = complex_lib_t;
+    // NaN propagates, as for real operands (the order below would drop it on one side).
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
     const bool b_hi = less_than(a, b);
     const C hi = arith(b_hi ? b : a), lo = arith(b_hi ? a : b);
     const float inf = std::numeric_limits<float>::infinity();

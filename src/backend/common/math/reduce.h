@@ -35,7 +35,8 @@ struct Combine<ReduceOp::Or, A> {
   NUVEC_HD A operator()(const A& a, const A& b) const { return static_cast<bool>(a) || static_cast<bool>(b); }
 };
 /// max (kMax) or min: `(is_nan(a) || a >= b) ? a : b` for max, so a NaN on either side
-/// wins (a >= NaN is false); complex numbers order lexicographically (>= is !(a < b)).
+/// wins (a >= NaN is false); complex numbers order lexicographically, with a NaN (either
+/// part) winning from either side too (NumPy's max of complex arrays).
 template <bool kMax, typename A>
 struct ExtremumCombine {
   NUVEC_HD static A init() {
@@ -44,7 +45,7 @@ struct ExtremumCombine {
   }
   NUVEC_HD A operator()(const A& a, const A& b) const {
     bool keep_a;
-    if constexpr (Complex<A>) keep_a = is_nan(a) || !(kMax ? less_than(a, b) : less_than(b, a));
+    if constexpr (Complex<A>) keep_a = is_nan(a) || (!is_nan(b) && !(kMax ? less_than(a, b) : less_than(b, a)));
     else keep_a = is_nan(a) || (kMax ? a >= b : a <= b);
     return keep_a ? a : b;
   }

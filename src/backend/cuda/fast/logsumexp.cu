@@ -74,15 +74,22 @@ logsumexp_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, in
 
 template <typename T>
 void logsumexp_gpu(const T* src, T* dst, int64_t rows, int64_t n) {
-  if (n <= 1024) {
-    constexpr int kBlock = 128; // 4 rows of a warp each
-    const int64_t blocks = (rows + kBlock / 32 - 1) / (kBlock / 32);
-    logsumexp_kernel<T, 32, kBlock><<<static_cast<unsigned>(blocks), kBlock, 0, cu::stream()>>>(src, dst, rows, n);
-  } else {
-    constexpr int kBlock = 256;
-    logsumexp_kernel<T, kBlock, kBlock><<<static_cast<unsigned>(rows), kBlock, 0, cu::stream()>>>(src, dst, rows, n);
+  // Launches cover at most 2^31 - 1 blocks (the grid's x limit): more rows go in pieces.
+  constexpr int64_t kMaxBlocks = (int64_t(1) << 31) - 1;
+  constexpr int kWarpBlock = 128; // 4 rows of a warp each
+  constexpr int kRowBlock = 256;
+  const int64_t rows_per_block = n <= 1024 ? kWarpBlock / 32 : 1;
+  const int64_t piece = kMaxBlocks * rows_per_block;
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    const int64_t r = rows - r0 < piece ? rows - r0 : piece;
+    const unsigned blocks = static_cast<unsigned>((r + rows_per_block - 1) / rows_per_block);
+    if (n <= 1024) {
+      logsumexp_kernel<T, 32, kWarpBlock><<<blocks, kWarpBlock, 0, cu::stream()>>>(src + r0 * n, dst + r0, r, n);
+    } else {
+      logsumexp_kernel<T, kRowBlock, kRowBlock><<<blocks, kRowBlock, 0, cu::stream()>>>(src + r0 * n, dst + r0, r, n);
+    }
+    cu::check_launch("logsumexp_kernel");
   }
-  cu::check_launch("logsumexp_kernel");
 }
 
 } // namespace
