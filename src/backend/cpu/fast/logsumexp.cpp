@@ -9,7 +9,6 @@
 
 #include "backend/common/dispatch.h"
 #include "backend/common/math/functions.h"
-#include "backend/cpu/copy.h"
 #include "backend/cpu/fast/rows.h"
 #include "fast/logsumexp.h"
 
@@ -40,20 +39,12 @@ void LogSumExp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
   array& out = outputs[0];
   out.set_data(allocator::malloc(out.nbytes()));
   if (out.size() == 0) return;
-  const int nd = static_cast<int>(inputs[0].ndim());
-  const int64_t n = inputs[0].shape(nd - 1);
-  // Rows are walked with unit stride: a last axis of any other stride is copied first.
-  const bool dense_rows = n == 1 || inputs[0].strides()[nd - 1] == 1;
-  const array in = dense_rows ? inputs[0] : cpu::contiguous_copy(inputs[0]);
-  const bool row_major = in.flags().row_contiguous;
-  const int64_t rows = static_cast<int64_t>(out.size());
-  dispatch_all_types(in.dtype(), [&]<typename T>() {
+  const cpu::LastAxisRows rows(inputs[0]);
+  dispatch_all_types(rows.in.dtype(), [&]<typename T>() {
     if constexpr (is_float_v<T>) {
-      const T* src = static_cast<const T*>(in.raw_data());
       T* dst = static_cast<T*>(out.raw_data());
-      cpu::parallel_rows(rows, n, [&](int64_t r) {
-        const T* row = src + (row_major ? r * n : cpu::row_offset(in, r));
-        dst[r] = static_cast<T>(logsumexp_row<T>(row, n));
+      cpu::parallel_rows(static_cast<int64_t>(out.size()), rows.n, [&](int64_t r) {
+        dst[r] = static_cast<T>(logsumexp_row<T>(rows.row<T>(r), rows.n));
       });
     } else {
       throw std::invalid_argument("[logsumexp] the LogSumExp kernel takes real floating inputs.");

@@ -1,9 +1,10 @@
-// nuvec: what the CPU kernels of last-axis fused ops share: the offset of a row of an input
-// whose last axis is dense, and the split of rows over the thread pool.
+// nuvec: what the CPU kernels of last-axis fused ops share: the rows of an input along its
+// last axis (copied only when that axis is strided), and the split of rows over the pool.
 #pragma once
 
 #include <cstdint>
 
+#include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
 #include "nuvec/array.h"
 
@@ -21,6 +22,26 @@ inline int64_t row_offset(const array& in, int64_t r) {
   }
   return off;
 }
+
+/// An input's rows along its last axis, as the row kernels read them: the input itself when
+/// its last axis has unit stride (the rows may still be sliced or broadcast), else a
+/// row-major copy.
+struct LastAxisRows {
+  array in;
+  int64_t n; // elements per row
+  bool row_major;
+
+  explicit LastAxisRows(const array& x)
+      : in(x.shape(-1) == 1 || x.strides().back() == 1 ? x : contiguous_copy(x)),
+        n(x.shape(-1)),
+        row_major(in.flags().row_contiguous) {}
+
+  /// The first element of row r.
+  template <typename T>
+  const T* row(int64_t r) const {
+    return static_cast<const T*>(in.raw_data()) + (row_major ? r * n : row_offset(in, r));
+  }
+};
 
 /// Calls row_fn(r) for every row r of `rows` rows of n elements, the rows split over the
 /// thread pool by element count (small work stays on the calling thread).

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backend/common/dispatch.h"
-#include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/fast/rows.h"
 #include "fast/softmax.h"
@@ -55,21 +54,14 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
   array& out = outputs[0];
   out.set_data(allocator::malloc(out.nbytes()));
   if (out.size() == 0) return;
-  const int nd = static_cast<int>(inputs[0].ndim());
-  const int64_t n = inputs[0].shape(nd - 1);
-  // The kernel walks rows with unit stride: a last axis of any other stride is copied first.
-  const bool dense_rows = n == 1 || inputs[0].strides()[nd - 1] == 1;
-  const array in = dense_rows ? inputs[0] : cpu::contiguous_copy(inputs[0]);
-  const bool row_major = in.flags().row_contiguous;
-  const int64_t rows = static_cast<int64_t>(out.size()) / n;
-  dispatch_all_types(in.dtype(), [&]<typename T>() {
+  const cpu::LastAxisRows rows(inputs[0]);
+  const int64_t n = rows.n;
+  dispatch_all_types(rows.in.dtype(), [&]<typename T>() {
     if constexpr (is_float_v<T>) {
-      const T* src = static_cast<const T*>(in.raw_data());
       T* dst = static_cast<T*>(out.raw_data());
-      cpu::parallel_rows(rows, n, [&](int64_t r) {
+      cpu::parallel_rows(static_cast<int64_t>(out.size()) / n, n, [&](int64_t r) {
         thread_local std::vector<acc_t<T>> e;
-        const T* row = src + (row_major ? r * n : cpu::row_offset(in, r));
-        softmax_row<T>(row, dst + r * n, n, e);
+        softmax_row<T>(rows.row<T>(r), dst + r * n, n, e);
       });
     } else {
       throw std::invalid_argument("[softmax] the Softmax kernel takes real floating inputs.");
