@@ -130,3 +130,17 @@ TEST(FastRows, RulesFromTheFallback) {
   auto batched = vmap([](const array& a) { return logsumexp(a, -1, true); })(x);
   EXPECT_STREQ(batched.primitive().name(), "LogSumExp");
 }
+
+TEST(FastRows, UncoveredDtypesRunTheFallback) {
+  // complex64 has no row kernel: the op returns the fallback graph, no fused node.
+  array re = randn({3, 6}, float32), im = randn({3, 6}, float32);
+  array z = add(astype(re, complex64), multiply(astype(im, complex64), array(complex64_t(0.0f, 1.0f))));
+  array l = logsumexp(z, -1);
+  EXPECT_STRNE(l.primitive().name(), "LogSumExp");
+  // exp of it is sum(exp(z)) (the imaginary part is defined up to 2 pi).
+  expect_allclose(real(exp(l)), real(sum(exp(z), -1)), 1e-4, 1e-4);
+  expect_allclose(imag(exp(l)), imag(sum(exp(z), -1)), 1e-4, 1e-4);
+  array s = softmax(z, -1);
+  EXPECT_STRNE(s.primitive().name(), "Softmax");
+  expect_allclose(real(sum(s, -1)), ones({3}), 1e-5, 1e-5);
+}

@@ -34,14 +34,14 @@ array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims, Str
   }
   Dtype dt = float_result_type(a.dtype());
   array in = astype(a, dt, s);
-  // Over the last axis of a real floating input, one LogSumExp node; anything else (other
-  // axes, several axes, complex) runs the graph.
-  const bool covered = ax.size() == 1 && ax[0] == static_cast<int>(a.ndim()) - 1 && issubdtype(dt, floating);
+  // Over the last axis, one LogSumExp node where its kernels cover the dtype (real floating;
+  // complex runs the node's fallback); other or several axes run the graph.
   array out = in;
-  if (covered) {
+  if (ax.size() == 1 && ax[0] == static_cast<int>(a.ndim()) - 1) {
     Shape shape = in.shape();
     shape.back() = 1;
-    out = fast::record_or_fallback(true, std::make_shared<LogSumExp>(to_stream(s)), {shape}, {dt}, {in})[0];
+    out = fast::record_or_fallback(
+        issubdtype(dt, floating), std::make_shared<LogSumExp>(to_stream(s)), {shape}, {dt}, {in})[0];
   } else {
     out = fast::logsumexp_graph(in, ax, s);
   }

@@ -39,10 +39,11 @@ array softmax(const array& a, const std::vector<int>& axes, bool precise, Stream
   // Over the last axis of a real floating input, one Softmax node (one read, one write)
   // instead of the five passes of the graph; its kernels widen half types to float32
   // themselves, so the result is the graph's (NaN for a row of all -inf, as NumPy).
-  const bool covered = ax.size() == 1 && ax[0] == static_cast<int>(a.ndim()) - 1 && issubdtype(dt, floating);
-  if (!covered) return fast::softmax_graph(in, ax, s);
+  // (Complex inputs have no kernel: the node's fallback runs instead.)
+  if (ax.size() != 1 || ax[0] != static_cast<int>(a.ndim()) - 1) return fast::softmax_graph(in, ax, s);
   return fast::record_or_fallback(
-      true, std::make_shared<Softmax>(to_stream(s), precise), {in.shape()}, {dt}, {in})[0];
+      issubdtype(dt, floating), std::make_shared<Softmax>(to_stream(s), precise), {in.shape()}, {dt},
+      {in})[0];
 }
 array softmax(const array& a, bool precise, StreamOrDevice s) {
   return softmax(a, all_axes(static_cast<int>(a.ndim())), precise, s);
