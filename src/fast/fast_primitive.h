@@ -53,6 +53,9 @@ class FastPrimitive : public Primitive {
   /// the leading ones element by element: batch axes that fall inside the core axes move to
   /// the front, unbatched inputs get a size-1 leading axis when some input is batched at 0,
   /// and `rebuild(inputs)` records the op again. Returns the outputs with their batch axes.
+  /// Inputs with leading axes must all have the same rank (the op's own broadcasting of
+  /// leading axes is not re-aligned here); core-only inputs (a weight of the last axis) may
+  /// be unbatched.
   std::pair<std::vector<array>, std::vector<int>> vmap_trailing(
       const std::vector<array>& inputs,
       const std::vector<int>& axes,
