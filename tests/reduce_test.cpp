@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "backend/common/reduce_plan.h"
 #include "checker.h"
 #include "test_utils.h"
 
@@ -121,8 +122,9 @@ double ref_median(Group g) {
 const std::vector<std::vector<int>> kAxesSets = {
     {}, {0}, {1}, {3}, {-1}, {0, 2}, {1, 3}, {-1, -3}, {2, 1}, {0, 1, 2}, {0, 1, 2, 3}};
 
-// The inputs every axes test runs on: contiguous, transposed, broadcast and strided-sliced
-// views of shape (2, 3, 4, 5).
+// The inputs every axes test runs on: contiguous, transposed, broadcast, strided-sliced and
+// reversed (negative strides, which the plan flips: reduce_plan.h ReduceOrder::Any) views of
+// shape (2, 3, 4, 5).
 std::vector<std::pair<std::string, array>> layouts(Dtype dtype) {
   std::vector<std::pair<std::string, array>> out;
   out.emplace_back("contiguous", randn({2, 3, 4, 5}, dtype));
@@ -130,6 +132,10 @@ std::vector<std::pair<std::string, array>> layouts(Dtype dtype) {
   out.emplace_back("broadcast", broadcast_to(randn({1, 3, 1, 5}, dtype), {2, 3, 4, 5}));
   out.emplace_back(
       "sliced", slice(randn({4, 3, 8, 5}, dtype), Shape{0, 0, 1, 0}, Shape{4, 3, 8, 5}, Shape{2, 1, 2, 1}));
+  out.emplace_back(
+      "reversed",
+      transpose(slice(randn({5, 3, 2, 4}, dtype), Shape{4, 0, 1, 3}, Shape{-100, 3, -100, -100}, Shape{-1, 1, -1, -1}),
+                {2, 1, 3, 0}));
   return out;
 }
 
@@ -638,4 +644,32 @@ TEST(Reduce, ComplexMaxMinPropagateNaN) {
   EXPECT_TRUE(std::isnan(maximum(one, bad).item<complex64_t>().real()));
   EXPECT_TRUE(std::isnan(maximum(bad, one).item<complex64_t>().real()));
   EXPECT_TRUE(std::isnan(minimum(one, bad).item<complex64_t>().real()));
+}
+
+// The shared plan (backend/common/reduce_plan.h): ReduceOrder::Any flips negative reduced
+// strides onto `base` and orders reduced dims densest-innermost, so a reversed, transposed
+// dense block is one contiguous run; ReduceOrder::Keep (arg_reduce) keeps the index order.
+TEST(ReducePlan, AnyOrderFlipsAndSortsReducedDims) {
+  // A (4, 3) row-major block read transposed and reversed along both axes: shape (3, 4),
+  // strides (-1, -3), data pointer at the block's last element (offset 11).
+  const Shape shape{3, 4};
+  const Strides strides{-1, -3};
+  auto any = make_reduce_plan(shape, strides, {0, 1}, ReduceOrder::Any);
+  EXPECT_EQ(any.kind, ReduceKind::Row);
+  EXPECT_EQ(any.base, -11);
+  EXPECT_EQ(any.reduce_size, 12);
+  EXPECT_EQ(any.reduced_shape, (std::vector<int64_t>{12}));
+  EXPECT_EQ(any.reduced_strides, (Strides{1}));
+  auto keep = make_reduce_plan(shape, strides, {0, 1}, ReduceOrder::Keep);
+  EXPECT_EQ(keep.kind, ReduceKind::General);
+  EXPECT_EQ(keep.base, 0);
+  EXPECT_EQ(keep.reduced_strides, (Strides{-1, -3}));
+  // Kept dims are never reordered: the column plan of a row-major (6, 5) sum over axis 0.
+  auto col = make_reduce_plan(Shape{6, 5}, Strides{5, 1}, {0}, ReduceOrder::Any);
+  EXPECT_EQ(col.kind, ReduceKind::Column);
+  EXPECT_EQ(col.kept_shape, (std::vector<int64_t>{5}));
+  // A broadcast reduced dim goes outermost, behind which the dense dims still merge.
+  auto bc = make_reduce_plan(Shape{2, 3, 4}, Strides{4, 0, 1}, {0, 1, 2}, ReduceOrder::Any);
+  EXPECT_EQ(bc.reduced_shape, (std::vector<int64_t>{3, 8}));
+  EXPECT_EQ(bc.reduced_strides, (Strides{0, 1}));
 }

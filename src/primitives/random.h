@@ -27,7 +27,7 @@ class RandomBits : public Primitive {
 /// symmetric square root of a positive semi-definite covariance. float32 or float64;
 /// computed in float64 by LAPACKE_dgesvd. No derivative (throws). No longer used:
 /// random::multivariate_normal now builds MLX's graph on linalg::svd; kept until its
-/// kernels (src/backend/cpu/random.cpp, no_gpu, cuda/on_host.cpp) are removed with it.
+/// kernels (src/backend/cpu/random.cpp, no_gpu, cuda/runtime/on_host.cpp) are removed with it.
 class CovarianceSqrt : public Primitive {
  public:
   explicit CovarianceSqrt(Stream stream) : Primitive(stream) {}

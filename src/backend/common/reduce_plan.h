@@ -1,8 +1,11 @@
 // nuvec: the backend-neutral reduction plan: split an input's dimensions into kept and
 // reduced ones, merge what walks like one dimension, and pick the loop shape (row, column or
-// general strided). CPU loops and CUDA launches read the same plan.
+// general strided). The CPU loops (backend/cpu/reduce.cpp, arg_reduce.cpp) and the CUDA
+// launches (backend/cuda/reduce.cu) read the same plan; the dimension merging is the one
+// scans use too (append_merged_dim).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -29,6 +32,7 @@ struct ReducePlan {
   ReduceKind kind{ReduceKind::General};
   int64_t out_size{1}; // number of outputs
   int64_t reduce_size{1}; // elements reduced into each output
+  int64_t base{0}; // element offset added to the input's data pointer (ReduceOrder::Any)
   // 64-bit extents: merged dims of arrays over 2^31 elements overflow int32.
   std::vector<int64_t> kept_shape;
   Strides kept_strides; // input strides of the kept dims
@@ -36,10 +40,9 @@ struct ReducePlan {
   Strides reduced_strides; // input strides of the reduced dims
 };
 
-namespace detail {
-// Appends dim (n, stride) to (shape, strides), merging it into the previous dim when the
-// pair walks like one dimension.
-inline void push_merged(std::vector<int64_t>& shape, Strides& strides, int64_t n, int64_t stride) {
+/// Appends dim (n, stride) to (shape, strides), merging it into the previous dim when the
+/// pair walks like one dimension (previous stride == stride * n); size-1 dims are dropped.
+inline void append_merged_dim(std::vector<int64_t>& shape, Strides& strides, int64_t n, int64_t stride) {
   if (n == 1) return;
   if (!shape.empty() && strides.back() == stride * n) {
     shape.back() *= n;
@@ -49,24 +52,54 @@ inline void push_merged(std::vector<int64_t>& shape, Strides& strides, int64_t n
   shape.push_back(n);
   strides.push_back(stride);
 }
-} // namespace detail
+
+/// Whether a reduction may visit its reduced elements in any order.
+enum class ReduceOrder {
+  /// In the input's index order (arg_reduce: the first extreme wins).
+  Keep,
+  /// In any order (every Reduce op is commutative): reduced dims with negative strides are
+  /// flipped (`base` moves to the lowest address) and all are ordered by decreasing stride,
+  /// broadcast (stride-0) dims outermost, before merging, so that a transposed or reversed
+  /// input whose reduced part is dense reduces as one contiguous run.
+  Any,
+};
 
 /// Plans reducing `axes` (sorted, non-negative) of an input with this shape and strides.
 inline ReducePlan make_reduce_plan(
     const Shape& shape,
     const Strides& strides,
-    const std::vector<int>& axes) {
+    const std::vector<int>& axes,
+    ReduceOrder order = ReduceOrder::Keep) {
   ReducePlan plan;
   std::vector<bool> reduced(shape.size(), false);
   for (int a : axes) reduced[a] = true;
+  std::vector<std::pair<int64_t, int64_t>> red; // (stride, size), ReduceOrder::Any
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (reduced[d]) {
-      plan.reduce_size *= shape[d];
-      detail::push_merged(plan.reduced_shape, plan.reduced_strides, shape[d], strides[d]);
-    } else {
-      plan.out_size *= shape[d];
-      detail::push_merged(plan.kept_shape, plan.kept_strides, shape[d], strides[d]);
+    const int64_t n = shape[d];
+    int64_t s = strides[d];
+    if (!reduced[d]) {
+      plan.out_size *= n;
+      append_merged_dim(plan.kept_shape, plan.kept_strides, n, s);
+      continue;
     }
+    plan.reduce_size *= n;
+    if (order == ReduceOrder::Keep) {
+      append_merged_dim(plan.reduced_shape, plan.reduced_strides, n, s);
+      continue;
+    }
+    if (n == 1) continue;
+    if (s < 0 && n > 0) {
+      plan.base += (n - 1) * s;
+      s = -s;
+    }
+    red.emplace_back(s, n);
+  }
+  if (order == ReduceOrder::Any) {
+    std::stable_sort(red.begin(), red.end(), [](const auto& a, const auto& b) {
+      if ((a.first == 0) != (b.first == 0)) return a.first == 0;
+      return a.first > b.first;
+    });
+    for (auto& [s, n] : red) append_merged_dim(plan.reduced_shape, plan.reduced_strides, n, s);
   }
   if (plan.reduced_shape.size() == 1 && plan.reduced_strides[0] == 1) {
     plan.kind = ReduceKind::Row;

@@ -352,7 +352,7 @@ void reduce_plan_loop(const ReducePlan& plan, const T* in, T* out) {
 template <ReduceOp op>
 void reduce_dispatch(const ReducePlan& plan, const array& in, array& out) {
   dispatch_all_types(in.dtype(), [&]<typename T>() {
-    reduce_plan_loop<op, T>(plan, static_cast<const T*>(in.raw_data()), static_cast<T*>(out.raw_data()));
+    reduce_plan_loop<op, T>(plan, static_cast<const T*>(in.raw_data()) + plan.base, static_cast<T*>(out.raw_data()));
   });
 }
 
@@ -365,7 +365,8 @@ void Reduce::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outp
   array& out = outputs[0];
   out.set_data(allocator::malloc(out.nbytes()));
   if (out.size() == 0) return;
-  auto plan = make_reduce_plan(in.shape(), in.strides(), axes_);
+  // Every op is commutative: the plan may flip and reorder the reduced dims (plan.base).
+  auto plan = make_reduce_plan(in.shape(), in.strides(), axes_, ReduceOrder::Any);
   switch (op_) {
     case ReduceOp::And: reduce_dispatch<ReduceOp::And>(plan, in, out); break;
     case ReduceOp::Or: reduce_dispatch<ReduceOp::Or>(plan, in, out); break;

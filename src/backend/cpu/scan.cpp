@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/common/scan_plan.h"
 #include "backend/common/dispatch.h"
 #include "backend/common/math/scan.h"
 #include "backend/cpu/copy.h"
@@ -93,9 +94,9 @@ void Scan::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
   out.set_data(allocator::malloc(out.nbytes()));
   if (out.size() == 0) return;
   array in = inputs[0].flags().row_contiguous ? inputs[0] : cpu::contiguous_copy(inputs[0]);
-  int64_t outer = 1, inner = 1, n = in.shape(axis_);
-  for (int d = 0; d < axis_; ++d) outer *= in.shape(d);
-  for (int d = axis_ + 1; d < static_cast<int>(in.ndim()); ++d) inner *= in.shape(d);
+  // Row-contiguous: the layout's sizes are all the loops need.
+  const ScanLayout l = scan_layout(in.shape(), in.strides(), axis_);
+  const int64_t outer = l.outer, n = l.len, inner = l.inner;
   switch (op_) {
     case ScanOp::Sum: scan_dispatch<ScanOp::Sum>(in, out, outer, n, inner, reverse_, inclusive_); break;
     case ScanOp::Prod: scan_dispatch<ScanOp::Prod>(in, out, outer, n, inner, reverse_, inclusive_); break;

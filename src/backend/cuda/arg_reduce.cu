@@ -12,9 +12,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/kernel_utils.cuh"
-#include "backend/cuda/reduce_utils.cuh"
 #include "primitives/primitives.h"
 
 namespace nuvec {
@@ -81,9 +80,8 @@ template <typename T>
 __global__ void __launch_bounds__(kReduceThreads)
     arg_reduce_kernel(const T* in, const __grid_constant__ ArgParams p) {
   using A = device_acc_t<T>;
-  __shared__ __align__(16) unsigned char vals_raw[(kReduceThreads / 32) * sizeof(A)];
-  __shared__ uint32_t idxs[kReduceThreads / 32];
-  A* vals = reinterpret_cast<A*>(vals_raw);
+  __shared__ __align__(16) unsigned char cands_raw[(kReduceThreads / 32) * sizeof(Cand<A>)];
+  Cand<A>* cands = reinterpret_cast<Cand<A>*>(cands_raw);
   const int L = p.lanes;
   const int groups = kReduceThreads / L;
   const int g = threadIdx.x / L, lane = threadIdx.x % L;
@@ -99,28 +97,12 @@ __global__ void __launch_bounds__(kReduceThreads)
       const int64_t base = cu::offset_of(p.kept, line);
       for (int64_t i = b + lane; i < e; i += L) {
         const int64_t off = base + i * p.stride;
-        Cand<A> x{cu::to_acc<A>(in[off]), p.in_idx ? p.in_idx[off] : static_cast<uint32_t>(i)};
+        Cand<A> x{cu::to_acc(in[off]), p.in_idx ? p.in_idx[off] : static_cast<uint32_t>(i)};
         c = pick(c, x, p.is_max);
       }
     }
     // Combine the group's candidates into its first lane (fixed order).
-    const int width = L < 32 ? L : 32;
-    for (int o = width / 2; o > 0; o >>= 1) {
-      Cand<A> other{cu::shfl_down(c.v, o), __shfl_down_sync(0xffffffffu, c.i, o)};
-      c = pick(c, other, p.is_max);
-    }
-    if (L > 32) {
-      const int warp = threadIdx.x / 32;
-      __syncthreads(); // readers of the previous round are done
-      if (threadIdx.x % 32 == 0) {
-        vals[warp] = c.v;
-        idxs[warp] = c.i;
-      }
-      __syncthreads();
-      if (lane == 0) {
-        for (int w = 1; w < L / 32; ++w) c = pick(c, Cand<A>{vals[warp + w], idxs[warp + w]}, p.is_max);
-      }
-    }
+    c = cu::group_reduce(c, L, [&](const Cand<A>& a, const Cand<A>& b) { return pick(a, b, p.is_max); }, cands);
     if (lane == 0 && seg < n_seg) {
       // An empty line (never produced by the ops) gives 0, as on the CPU.
       p.out_idx[seg] = c.i == kNone ? 0u : c.i;

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/errors.h"

@@ -11,7 +11,7 @@
 #include "backend/common/dispatch.h"
 #include "backend/common/strided.h"
 #include "backend/cuda/copy.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/common/math/cast.h"
 #include "backend/common/math/elementwise.h"

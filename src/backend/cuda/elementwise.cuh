@@ -1,7 +1,7 @@
 // nuvec: what the element-wise GPU families (Unary, Binary, DivMod, Select) share: the
 // layout plan (the device counterpart of cpu::plan_elementwise in backend/cpu/elementwise.h,
-// with the same output layouts), 16-byte vector loads and stores for the contiguous fast
-// paths, and the per-thread strided offsets of the general path.
+// with the same output layouts) and the launch shape of the contiguous kernels. Their vector
+// loads and strided offsets are the device library's (device/vector.cuh, device/indexing.cuh).
 #pragma once
 
 #include <algorithm>
@@ -24,118 +24,12 @@ constexpr unsigned kEwThreads = 256;
 /// flight per thread are what it takes to cover HBM latency at full bandwidth.
 constexpr int kEwUnroll = 4;
 
-// ---------------------------------------------------------------------------------------
-// Vector loads and stores
-
-/// The unsigned integer type of `Bytes` bytes (uint4 for 16), the unit one load moves.
-template <int Bytes>
-struct RawWord;
-template <>
-struct RawWord<1> { using type = uint8_t; };
-template <>
-struct RawWord<2> { using type = uint16_t; };
-template <>
-struct RawWord<4> { using type = uint32_t; };
-template <>
-struct RawWord<8> { using type = uint2; };
-template <>
-struct RawWord<16> { using type = uint4; };
-
-/// N elements of T moved by one load or store.
-template <typename T, int N>
-struct Vec {
-  T v[N];
-};
-
-/// Elements per vector for a kernel reading and writing the given element types: 16 bytes
-/// of the widest one (4 float32, 8 halves, 2 float64 or complex64, 16 bytes or bools).
-template <typename... Ts>
-constexpr int vec_elems() {
-  constexpr size_t widest = std::max({sizeof(Ts)...});
-  return static_cast<int>(16 / widest);
-}
-
-/// Loads N elements at p, which must be aligned to N * sizeof(T) bytes, as one instruction.
-template <int N, typename T>
-__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
-  using W = typename RawWord<int(N * sizeof(T))>::type;
-  W w = *reinterpret_cast<const W*>(p);
-  Vec<T, N> r;
-  memcpy(&r, &w, sizeof(W)); // register moves only
-  return r;
-}
-
-/// Stores N elements at p (aligned to N * sizeof(T) bytes) as one instruction.
-template <int N, typename T>
-__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
-  using W = typename RawWord<int(N * sizeof(T))>::type;
-  W w;
-  memcpy(&w, &v, sizeof(W));
-  *reinterpret_cast<W*>(p) = w;
-}
-
-/// Whether a device pointer may be accessed with `bytes`-wide vectors.
-inline bool is_aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 /// Blocks for a contiguous kernel over n elements in vectors of N, kEwUnroll per thread
 /// (at least one block, for the scalar tail).
 inline unsigned vec_grid(int64_t n, int vec) {
   int64_t vectors = n / vec;
   int64_t per_thread = (vectors + kEwUnroll - 1) / kEwUnroll;
   return grid_for(static_cast<size_t>(std::max<int64_t>(per_thread, 1)), kEwThreads);
-}
-
-// ---------------------------------------------------------------------------------------
-// Strided offsets
-
-/// Element offsets of the N operands at row-major index i of ix's shape. One dimension
-/// (contiguous, broadcast scalars, 1-d slices) needs no division; when the whole index space
-/// fits in 32 bits (`small`: every dimension and index is below 2^32) the divisions run in
-/// 32 bits, several times cheaper than 64-bit ones.
-template <int N>
-__device__ __forceinline__ void strided_offsets(
-    const StridedIndexer<N>& ix,
-    int64_t i,
-    bool small,
-    int64_t (&off)[N]) {
-  if (ix.ndim == 1) {
-#pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = i * ix.strides[k][0];
-    return;
-  }
-  if (!small) {
-    ix.offsets(i, off);
-    return;
-  }
-#pragma unroll
-  for (int k = 0; k < N; ++k) off[k] = 0;
-  uint32_t rest = static_cast<uint32_t>(i);
-  for (int d = ix.ndim - 1; d >= 0; --d) {
-    uint32_t s = static_cast<uint32_t>(ix.shape[d]);
-    uint32_t q = rest / s;
-    int64_t r = rest - q * s;
-#pragma unroll
-    for (int k = 0; k < N; ++k) off[k] += r * ix.strides[k][d];
-    rest = q;
-  }
-}
-
-/// Whether an index space of n elements takes strided_offsets' 32-bit path.
-__host__ __device__ __forceinline__ bool small_index_space(int64_t n) {
-  return n <= int64_t(UINT32_MAX);
-}
-
-/// A one-dimensional indexer over n elements with the given per-operand strides (0 for a
-/// broadcast scalar, 1 for a dense operand).
-template <int N>
-StridedIndexer<N> flat_indexer(int64_t n, const int64_t (&strides)[N]) {
-  StridedIndexer<N> ix{};
-  ix.ndim = 1;
-  ix.shape[0] = n;
-  for (int k = 0; k < N; ++k) ix.strides[k][0] = strides[k];
-  return ix;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@
 
 #include "backend/common/strided.h"
 #include "backend/cuda/copy.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/scale.h"
 #include "primitives/fft.h"
 #include "primitives/primitives.h"

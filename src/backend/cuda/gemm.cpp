@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 
 namespace nuvec::cu {
 

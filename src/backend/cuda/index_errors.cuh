@@ -1,7 +1,7 @@
 // nuvec: index range errors of the GPU gather/scatter kernels, raised as the CPU kernels raise
 // them (src/backend/cpu/index_range.h): std::out_of_range "[op] indices must lie in [-n, n)
 // along axis a (of size n); got i.", rethrown by the host's next eval, with the node's output
-// zeroed (as src/backend/cpu/eval.cpp and src/backend/cuda/eval.cpp zero a failed node's).
+// zeroed (as src/backend/cpu/eval.cpp and src/backend/cuda/runtime/eval.cpp zero a failed node's).
 // A kernel records the first bad index it meets in a device record (and skips it: no memory
 // outside the arrays is touched); a one-block kernel after the node's kernels zeroes the
 // output when one was recorded and copies the record to pinned host memory, and a host
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/eval.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "core/errors.h"
 
 namespace nuvec::cu {

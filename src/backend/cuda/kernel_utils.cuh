@@ -1,6 +1,8 @@
-// nuvec: device-side building blocks shared by the CUDA kernel files (.cu only): the device
-// element type of each dtype, a dtype dispatcher over them, and a strided indexer that
-// turns a linear index into per-operand offsets after StridedPlan's dimension merging.
+// nuvec: the host-side glue of the CUDA kernel files (.cu only): the device element type of
+// each dtype and a dtype dispatcher over them, and the builders of the strided indexers the
+// kernels walk. Includes the device library (device/: indexing, vector loads, conversions,
+// warp and block reductions) and the launch geometry (runtime/launch.h), which every kernel
+// file uses.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,11 +14,17 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "backend/common/dispatch.h"
 #include "backend/common/math/types.h"
 #include "backend/common/strided.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/device/convert.cuh"
+#include "backend/cuda/device/indexing.cuh"
+#include "backend/cuda/device/vector.cuh"
+#include "backend/cuda/device/warp.cuh"
+#include "backend/cuda/runtime/launch.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "nuvec/dtype.h"
 
 namespace nuvec::cu {
@@ -68,31 +76,6 @@ inline constexpr bool is_float_device_v = std::is_floating_point_v<T> || is_half
 template <typename T>
 using device_acc_t = math::compute_t<T>;
 
-/// Most dimensions a strided kernel walks after merging (arrays with more dimensions that
-/// cannot be merged are copied to contiguous form first by the caller, or rejected).
-constexpr int kMaxDims = 8;
-
-/// Shape and N operands' strides, passed to kernels by value.
-template <int N>
-struct StridedIndexer {
-  int ndim;
-  int64_t shape[kMaxDims];
-  int64_t strides[N][kMaxDims];
-
-  /// Element offsets of the operands at row-major linear index i.
-  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
-#pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
-      int64_t q = i / shape[d];
-      int64_t r = i - q * shape[d];
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += r * strides[k][d];
-      i = q;
-    }
-  }
-};
-
 /// The indexer of dimensions [first, first + kMaxDims) (or to the end) of a merged plan
 /// (callers that loop over leading dimensions on the host take them in pieces).
 template <int N>
@@ -119,9 +102,27 @@ StridedIndexer<N> make_indexer(const StridedPlan& plan, const char* op) {
   return indexer_of<N>(plan);
 }
 
-/// Grid-stride loop over [0, n).
-#define NUVEC_CUDA_KERNEL_LOOP(i, n)                                                   \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < int64_t(n);    \
-       i += int64_t(blockDim.x) * gridDim.x)
+/// Builds a one-operand indexer over (shape, strides), at most kMaxDims dimensions (the
+/// callers check and take another path beyond that). An empty shape indexes one element.
+inline StridedIndexer<1> make_indexer1(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  StridedIndexer<1> ix{};
+  ix.ndim = static_cast<int>(shape.size());
+  for (int d = 0; d < ix.ndim; ++d) {
+    ix.shape[d] = shape[d];
+    ix.strides[0][d] = strides[d];
+  }
+  return ix;
+}
+
+/// A one-dimensional indexer over n elements with the given per-operand strides (0 for a
+/// broadcast scalar, 1 for a dense operand).
+template <int N>
+StridedIndexer<N> flat_indexer(int64_t n, const int64_t (&strides)[N]) {
+  StridedIndexer<N> ix{};
+  ix.ndim = 1;
+  ix.shape[0] = n;
+  for (int k = 0; k < N; ++k) ix.strides[k][0] = strides[k];
+  return ix;
+}
 
 } // namespace nuvec::cu

@@ -12,7 +12,7 @@
 
 #include "backend/common/strided.h"
 #include "backend/cuda/copy.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/int_matmul.h"
 #include "backend/cuda/scale.h"

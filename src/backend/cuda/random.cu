@@ -6,7 +6,7 @@
 #include "backend/common/strided.h"
 #include "backend/common/threefry.h"
 #include "backend/cuda/copy.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "primitives/random.h"
 

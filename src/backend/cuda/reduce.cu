@@ -3,10 +3,9 @@
 // cast the input to the output dtype, half types accumulate in float, integers wrap, max/min
 // let a NaN win, an empty reduction gives the identity.
 //
-// The input is planned as the CPU plans it (kept dims in output order, reduced dims merged),
-// except that reduced dims may be reordered and flipped freely (every op is commutative), so
-// a transposed or reversed input whose reduced part is dense still reduces as one contiguous
-// run. Then:
+// The input is planned as the CPU plans it (backend/common/reduce_plan.h, ReduceOrder::Any:
+// kept dims in output order, reduced dims flipped, ordered and merged, so a transposed or
+// reversed input whose reduced part is dense still reduces as one contiguous run). Then:
 //  - Row (each output reduces one contiguous run; includes the all-reduce): groups of
 //    `lanes` threads per output with 16-byte vector loads; long runs with few outputs are
 //    split across blocks and the per-block partials combined by a second, tiny pass
@@ -20,10 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/common/math/reduce.h"
-#include "backend/cuda/reduce_utils.cuh"
 #include "backend/common/reduce_plan.h"
 #include "primitives/primitives.h"
 
@@ -64,29 +62,7 @@ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Block-level pieces.
-
-/// Reduces the values of each group of L consecutive threads (L a power of two <= the block
-/// size) into the group's first thread, in a fixed order (deterministic). Every thread of
-/// the block must call it with the same L (shuffles over full warps, and barriers when
-/// L > 32); `smem` holds one A per warp.
-template <typename A, typename F>
-__device__ __forceinline__ A group_reduce(A v, int L, const F& f, A* smem) {
-  const int width = L < 32 ? L : 32;
-  for (int o = width / 2; o > 0; o >>= 1) v = f(v, cu::shfl_down(v, o));
-  if (L > 32) {
-    const int warp = threadIdx.x / 32;
-    __syncthreads(); // readers of smem from the previous round are done
-    if (threadIdx.x % 32 == 0) smem[warp] = v;
-    __syncthreads();
-    if (threadIdx.x % L == 0) {
-      const int nw = L / 32;
-      v = smem[warp];
-      for (int w = 1; w < nw; ++w) v = f(v, smem[warp + w]);
-    }
-  }
-  return v;
-}
+// Block-level pieces (the group reduction is the device library's, device/warp.cuh).
 
 /// Reduces p[0, n) into one accumulator per lane (lane in [0, L)): the elements before the
 /// first 16-byte boundary one by one, then 16-byte vectors (four in flight per lane), then
@@ -98,32 +74,30 @@ __device__ __forceinline__ A reduce_run_contiguous(const T* p, int64_t n, int la
   A acc = f.init();
   int64_t head = int64_t((16 - (reinterpret_cast<uintptr_t>(p) & 15)) & 15) / int64_t(sizeof(T));
   if (head > n) head = n;
-  for (int64_t i = lane; i < head; i += L) acc = f(acc, cu::to_acc<A>(p[i]));
+  for (int64_t i = lane; i < head; i += L) acc = f(acc, cu::to_acc(p[i]));
   const T* q = p + head;
   const int64_t nv = (n - head) / V;
   int64_t v = lane;
   for (; v + 3 * int64_t(L) < nv; v += 4 * int64_t(L)) {
-    T x0[V], x1[V], x2[V], x3[V];
-    cu::load_vec(q + v * V, x0);
-    cu::load_vec(q + (v + L) * V, x1);
-    cu::load_vec(q + (v + 2 * int64_t(L)) * V, x2);
-    cu::load_vec(q + (v + 3 * int64_t(L)) * V, x3);
+    const auto x0 = cu::load_vec<V, cu::Load::ReadOnly>(q + v * V);
+    const auto x1 = cu::load_vec<V, cu::Load::ReadOnly>(q + (v + L) * V);
+    const auto x2 = cu::load_vec<V, cu::Load::ReadOnly>(q + (v + 2 * int64_t(L)) * V);
+    const auto x3 = cu::load_vec<V, cu::Load::ReadOnly>(q + (v + 3 * int64_t(L)) * V);
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc<A>(x0[k]));
+    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc(x0[k]));
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc<A>(x1[k]));
+    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc(x1[k]));
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc<A>(x2[k]));
+    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc(x2[k]));
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc<A>(x3[k]));
+    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc(x3[k]));
   }
   for (; v < nv; v += L) {
-    T x[V];
-    cu::load_vec(q + v * V, x);
+    const auto x = cu::load_vec<V, cu::Load::ReadOnly>(q + v * V);
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc<A>(x[k]));
+    for (int k = 0; k < V; ++k) acc = f(acc, cu::to_acc(x[k]));
   }
-  for (int64_t i = head + nv * V + lane; i < n; i += L) acc = f(acc, cu::to_acc<A>(p[i]));
+  for (int64_t i = head + nv * V + lane; i < n; i += L) acc = f(acc, cu::to_acc(p[i]));
   return acc;
 }
 
@@ -175,15 +149,15 @@ __global__ void __launch_bounds__(kReduceThreads)
           acc = reduce_run_contiguous<op, T, A>(row + b, e - b, lane, L);
         } else {
           for (int64_t i = b + lane; i < e; i += L) {
-            acc = f(acc, cu::to_acc<A>(row[cu::offset_of(p.red, i)]));
+            acc = f(acc, cu::to_acc(row[cu::offset_of(p.red, i)]));
           }
         }
       }
     }
-    acc = group_reduce(acc, L, f, smem);
+    acc = cu::group_reduce(acc, L, f, smem);
     if (lane == 0 && seg < n_seg) {
       if (p.write_acc) static_cast<A*>(out)[seg] = acc;
-      else static_cast<TOut*>(out)[line] = cu::from_acc<TOut>(acc);
+      else static_cast<TOut*>(out)[line] = cu::store_as<TOut>(acc);
     }
   }
 }
@@ -238,24 +212,22 @@ __global__ void __launch_bounds__(kReduceThreads)
         // j0 + V <= inner and each row address is 16-byte aligned.
         int64_t r = r0 + ty;
         for (; r + 3 * by < r1; r += 4 * by) {
-          T x0[V], x1[V], x2[V], x3[V];
-          cu::load_vec(base + cu::offset_of(p.red, r), x0);
-          cu::load_vec(base + cu::offset_of(p.red, r + by), x1);
-          cu::load_vec(base + cu::offset_of(p.red, r + 2 * by), x2);
-          cu::load_vec(base + cu::offset_of(p.red, r + 3 * by), x3);
+          const auto x0 = cu::load_vec<V, cu::Load::ReadOnly>(base + cu::offset_of(p.red, r));
+          const auto x1 = cu::load_vec<V, cu::Load::ReadOnly>(base + cu::offset_of(p.red, r + by));
+          const auto x2 = cu::load_vec<V, cu::Load::ReadOnly>(base + cu::offset_of(p.red, r + 2 * by));
+          const auto x3 = cu::load_vec<V, cu::Load::ReadOnly>(base + cu::offset_of(p.red, r + 3 * by));
 #pragma unroll
           for (int k = 0; k < V; ++k) {
-            acc[k] = f(acc[k], cu::to_acc<A>(x0[k]));
-            acc[k] = f(acc[k], cu::to_acc<A>(x1[k]));
-            acc[k] = f(acc[k], cu::to_acc<A>(x2[k]));
-            acc[k] = f(acc[k], cu::to_acc<A>(x3[k]));
+            acc[k] = f(acc[k], cu::to_acc(x0[k]));
+            acc[k] = f(acc[k], cu::to_acc(x1[k]));
+            acc[k] = f(acc[k], cu::to_acc(x2[k]));
+            acc[k] = f(acc[k], cu::to_acc(x3[k]));
           }
         }
         for (; r < r1; r += by) {
-          T x[V];
-          cu::load_vec(base + cu::offset_of(p.red, r), x);
+          const auto x = cu::load_vec<V, cu::Load::ReadOnly>(base + cu::offset_of(p.red, r));
 #pragma unroll
-          for (int k = 0; k < V; ++k) acc[k] = f(acc[k], cu::to_acc<A>(x[k]));
+          for (int k = 0; k < V; ++k) acc[k] = f(acc[k], cu::to_acc(x[k]));
         }
       } else {
         int64_t r = r0 + ty;
@@ -264,12 +236,12 @@ __global__ void __launch_bounds__(kReduceThreads)
           T x1 = base[cu::offset_of(p.red, r + by)];
           T x2 = base[cu::offset_of(p.red, r + 2 * by)];
           T x3 = base[cu::offset_of(p.red, r + 3 * by)];
-          acc[0] = f(acc[0], cu::to_acc<A>(x0));
-          acc[0] = f(acc[0], cu::to_acc<A>(x1));
-          acc[0] = f(acc[0], cu::to_acc<A>(x2));
-          acc[0] = f(acc[0], cu::to_acc<A>(x3));
+          acc[0] = f(acc[0], cu::to_acc(x0));
+          acc[0] = f(acc[0], cu::to_acc(x1));
+          acc[0] = f(acc[0], cu::to_acc(x2));
+          acc[0] = f(acc[0], cu::to_acc(x3));
         }
-        for (; r < r1; r += by) acc[0] = f(acc[0], cu::to_acc<A>(base[cu::offset_of(p.red, r)]));
+        for (; r < r1; r += by) acc[0] = f(acc[0], cu::to_acc(base[cu::offset_of(p.red, r)]));
       }
     }
     // Combine the by rows of the tile: a tree over ty in shared memory (slot of thread t,
@@ -295,7 +267,7 @@ __global__ void __launch_bounds__(kReduceThreads)
       for (int k = 0; k < V; ++k) {
         if (k < p.vec) {
           if (p.write_acc) static_cast<A*>(out)[s * out_size + idx + k] = acc[k];
-          else static_cast<T*>(out)[idx + k] = cu::from_acc<T>(acc[k]);
+          else static_cast<T*>(out)[idx + k] = cu::store_as<T>(acc[k]);
         }
       }
     }
@@ -304,69 +276,6 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 // ---------------------------------------------------------------------------------------
 // Planning (host).
-
-/// The reduction plan of the GPU path: the CPU's plan (reduce_plan.h) with int64 sizes,
-/// reduced dims made non-negative (base moves to the lowest address) and ordered by
-/// decreasing stride (stride-0 broadcast dims outermost) before merging, which is legal
-/// because every op is commutative. Kinds are those of reduce_plan.h.
-struct GpuReducePlan {
-  ReduceKind kind{ReduceKind::General};
-  int64_t out_size{1};
-  int64_t reduce_size{1};
-  int64_t base{0}; // element offset added to the input pointer
-  std::vector<int64_t> kept_shape, kept_strides;
-  std::vector<int64_t> red_shape, red_strides;
-};
-
-// Appends (n, stride), merging into the previous dim when the pair walks like one.
-void push_dim(std::vector<int64_t>& shape, std::vector<int64_t>& strides, int64_t n, int64_t stride) {
-  if (n == 1) return;
-  if (!shape.empty() && strides.back() == stride * n) {
-    shape.back() *= n;
-    strides.back() = stride;
-    return;
-  }
-  shape.push_back(n);
-  strides.push_back(stride);
-}
-
-GpuReducePlan plan_reduce(const Shape& shape, const Strides& strides, const std::vector<int>& axes) {
-  GpuReducePlan p;
-  std::vector<bool> reduced(shape.size(), false);
-  for (int a : axes) reduced[a] = true;
-  std::vector<std::pair<int64_t, int64_t>> red; // (stride, size)
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t n = shape[d];
-    int64_t s = strides[d];
-    if (reduced[d]) {
-      p.reduce_size *= n;
-      if (n == 1) continue;
-      if (s < 0 && n > 0) {
-        p.base += (n - 1) * s;
-        s = -s;
-      }
-      red.emplace_back(s, n);
-    } else {
-      p.out_size *= n;
-      push_dim(p.kept_shape, p.kept_strides, n, s);
-    }
-  }
-  // Decreasing stride, broadcast (stride 0) dims first: the innermost reduced dim is then
-  // the densest one.
-  std::stable_sort(red.begin(), red.end(), [](const auto& a, const auto& b) {
-    if ((a.first == 0) != (b.first == 0)) return a.first == 0;
-    return a.first > b.first;
-  });
-  for (auto& [s, n] : red) push_dim(p.red_shape, p.red_strides, n, s);
-  if (p.red_shape.empty() || (p.red_shape.size() == 1 && p.red_strides[0] == 1)) {
-    p.kind = ReduceKind::Row;
-  } else if (!p.kept_shape.empty() && p.kept_strides.back() == 1) {
-    p.kind = ReduceKind::Column;
-  } else {
-    p.kind = ReduceKind::General;
-  }
-  return p;
-}
 
 /// Segments per line (or column tile) for `units` independent units of work over `resident`
 /// concurrently resident blocks: the count s in [1, max_splits] minimising the number of
@@ -407,7 +316,7 @@ int lanes_for(int64_t len, bool contiguous, int vec) {
 /// Row and General plans (and empty reductions): one group of lanes per line, long lines
 /// split across blocks with a second pass over the partials.
 template <ReduceOp op, typename T>
-void reduce_lines(const GpuReducePlan& plan, const T* in, T* out) {
+void reduce_lines(const ReducePlan& plan, const T* in, T* out) {
   using A = device_acc_t<T>;
   const bool contiguous = plan.kind == ReduceKind::Row || plan.reduce_size == 0;
   LinesParams p{};
@@ -416,7 +325,7 @@ void reduce_lines(const GpuReducePlan& plan, const T* in, T* out) {
   p.contiguous = contiguous;
   p.lanes = lanes_for(p.len, contiguous, contiguous ? kVec<T> : 1);
   p.kept = cu::make_indexer1(plan.kept_shape, plan.kept_strides);
-  if (!contiguous) p.red = cu::make_indexer1(plan.red_shape, plan.red_strides);
+  if (!contiguous) p.red = cu::make_indexer1(plan.reduced_shape, plan.reduced_strides);
   p.splits = 1;
   p.chunk = std::max<int64_t>(p.len, 1);
   if (p.lanes == kReduceThreads) {
@@ -456,7 +365,7 @@ void reduce_lines(const GpuReducePlan& plan, const T* in, T* out) {
 /// Column plans: tiles of columns x reduced rows; few tiles split the rows across blocks,
 /// with a second pass (reduce_lines_kernel, one thread per output) over the partials.
 template <ReduceOp op, typename T>
-void reduce_columns(const GpuReducePlan& plan, const T* in, T* out, int bx, int vec) {
+void reduce_columns(const ReducePlan& plan, const T* in, T* out, int bx, int vec) {
   using A = device_acc_t<T>;
   ColumnsParams p{};
   p.inner = plan.kept_shape.back();
@@ -467,7 +376,7 @@ void reduce_columns(const GpuReducePlan& plan, const T* in, T* out, int bx, int 
   p.outer = cu::make_indexer1(
       std::vector<int64_t>(plan.kept_shape.begin(), plan.kept_shape.end() - 1),
       std::vector<int64_t>(plan.kept_strides.begin(), plan.kept_strides.end() - 1));
-  p.red = cu::make_indexer1(plan.red_shape, plan.red_strides);
+  p.red = cu::make_indexer1(plan.reduced_shape, plan.reduced_strides);
   const int by = kReduceThreads / bx;
   const int64_t width = int64_t(bx) * vec;
   const int64_t tiles = p.n_outer * cu::ceil_div(p.inner, width);
@@ -503,13 +412,13 @@ void reduce_columns(const GpuReducePlan& plan, const T* in, T* out, int bx, int 
 /// Runs the plan for one (op, T): picks the column kernel when the innermost kept dim is
 /// contiguous and there are enough reduced rows to fill its tile, else the line kernel.
 template <ReduceOp op, typename T>
-void reduce_gpu(const GpuReducePlan& plan, const T* in, T* out) {
+void reduce_gpu(const ReducePlan& plan, const T* in, T* out) {
   if (plan.kind == ReduceKind::Column && plan.reduce_size > 0) {
     constexpr int V = kVec<T>;
     const int64_t inner = plan.kept_shape.back();
     bool aligned = V > 1 && inner % V == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0;
     for (size_t d = 0; aligned && d + 1 < plan.kept_strides.size(); ++d) aligned = plan.kept_strides[d] % V == 0;
-    for (size_t d = 0; aligned && d < plan.red_strides.size(); ++d) aligned = plan.red_strides[d] % V == 0;
+    for (size_t d = 0; aligned && d < plan.reduced_strides.size(); ++d) aligned = plan.reduced_strides[d] % V == 0;
     const int vec = aligned ? V : 1;
     const int bx = cu::pow2_at_least(cu::ceil_div(inner, vec), 32);
     if (plan.reduce_size >= kReduceThreads / bx) {
@@ -529,13 +438,13 @@ void Reduce::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outp
     cu::alloc_output(out);
     return;
   }
-  GpuReducePlan plan = plan_reduce(in.shape(), in.strides(), axes_);
+  const ReducePlan plan = make_reduce_plan(in.shape(), in.strides(), axes_, ReduceOrder::Any);
   // Max/min over bool are or/and.
   ReduceOp op = op_;
   if (in.dtype() == bool_ && op == ReduceOp::Max) op = ReduceOp::Or;
   if (in.dtype() == bool_ && op == ReduceOp::Min) op = ReduceOp::And;
   bool on_device = plan.kept_shape.size() <= size_t(cu::kMaxDims) &&
-      plan.red_shape.size() <= size_t(cu::kMaxDims);
+      plan.reduced_shape.size() <= size_t(cu::kMaxDims);
   cu::dispatch_device_types(in.dtype(), [&]<typename T>() {
     switch (op) {
       case ReduceOp::And: on_device = on_device && kHasKernel<ReduceOp::And, T>(); break;

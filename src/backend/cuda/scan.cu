@@ -19,10 +19,10 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/common/math/scan.h"
-#include "backend/cuda/reduce_utils.cuh"
+#include "backend/common/scan_plan.h"
 #include "primitives/primitives.h"
 #include "primitives/scan.h"
 
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kReduceThreads)
         A x = f.init();
         if (q < cnt) {
           const int64_t k = t0 + q;
-          x = cu::to_acc<A>(src[(p.reverse ? p.len - 1 - k : k) * p.stride]);
+          x = cu::to_acc(src[(p.reverse ? p.len - 1 - k : k) * p.stride]);
         }
         tile[pad(q)] = x;
       }
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kReduceThreads)
         __syncthreads();
         for (int q = tid; q < cnt; q += kReduceThreads) {
           const int64_t k = t0 + q;
-          dst[p.reverse ? p.len - 1 - k : k] = cu::from_acc<T>(tile[pad(q)]);
+          dst[p.reverse ? p.len - 1 - k : k] = cu::store_as<T>(tile[pad(q)]);
         }
       }
       carry = total;
@@ -207,19 +207,19 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll 4
       for (int64_t k = k0; k < k1; ++k) {
         const int64_t i = p.reverse ? p.len - 1 - k : k;
-        const A x = cu::to_acc<A>(src[i * p.stride]);
+        const A x = cu::to_acc(src[i * p.stride]);
         if (p.inclusive) {
           acc = f(acc, x);
-          dst[i * p.inner] = cu::from_acc<T>(acc);
+          dst[i * p.inner] = cu::store_as<T>(acc);
         } else {
-          dst[i * p.inner] = cu::from_acc<T>(acc);
+          dst[i * p.inner] = cu::store_as<T>(acc);
           acc = f(acc, x);
         }
       }
     } else {
 #pragma unroll 4
       for (int64_t k = k0; k < k1; ++k) {
-        acc = f(acc, cu::to_acc<A>(src[(p.reverse ? p.len - 1 - k : k) * p.stride]));
+        acc = f(acc, cu::to_acc(src[(p.reverse ? p.len - 1 - k : k) * p.stride]));
       }
     }
     if (p.agg) static_cast<A*>(p.agg)[t] = acc;
@@ -228,44 +228,6 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 // ---------------------------------------------------------------------------------------
 // Host side.
-
-/// The input around the scanned axis: dims before it (outer) and after it (inner), each
-/// merged where they walk like one, and the axis's length and stride.
-struct ScanLayout {
-  int64_t outer{1}, len{1}, inner{1};
-  int64_t stride{1};
-  std::vector<int64_t> outer_shape, outer_strides;
-  std::vector<int64_t> inner_shape, inner_strides;
-};
-
-// Appends (n, stride), merging into the previous dim when the pair walks like one.
-void push_dim(std::vector<int64_t>& shape, std::vector<int64_t>& strides, int64_t n, int64_t stride) {
-  if (n == 1) return;
-  if (!shape.empty() && strides.back() == stride * n) {
-    shape.back() *= n;
-    strides.back() = stride;
-    return;
-  }
-  shape.push_back(n);
-  strides.push_back(stride);
-}
-
-ScanLayout scan_layout(const array& in, int axis) {
-  ScanLayout l;
-  for (int d = 0; d < static_cast<int>(in.ndim()); ++d) {
-    const int64_t n = in.shape(d), s = in.strides()[d];
-    if (d < axis) {
-      l.outer *= n;
-      push_dim(l.outer_shape, l.outer_strides, n, s);
-    } else if (d > axis) {
-      l.inner *= n;
-      push_dim(l.inner_shape, l.inner_strides, n, s);
-    }
-  }
-  l.len = in.shape(axis);
-  l.stride = in.strides()[axis];
-  return l;
-}
 
 template <ScanOp op, typename T>
 void launch_rows(const T* in, T* out, const RowScanParams& p) {
@@ -405,7 +367,7 @@ void Scan::eval_gpu(const std::vector<array>& inputs, std::vector<array>& output
     cu::alloc_output(out);
     return;
   }
-  const ScanLayout layout = scan_layout(in, axis_);
+  const ScanLayout layout = scan_layout(in.shape(), in.strides(), axis_);
   bool supported = layout.outer_shape.size() <= size_t(cu::kMaxDims) &&
       layout.inner_shape.size() <= size_t(cu::kMaxDims);
   cu::dispatch_device_types(in.dtype(), [&]<typename T>() {

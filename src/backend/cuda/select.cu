@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "primitives/primitives.h"

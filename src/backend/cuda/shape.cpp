@@ -4,7 +4,7 @@
 // and the CPU eval then takes the no-copy path.
 #include "backend/common/reshape.h"
 #include "backend/cuda/copy.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "primitives/primitives.h"
 #include "primitives/slicing.h"
 

@@ -7,7 +7,7 @@
 // share the input's buffer instead of launching. Half types compute in float.
 #include <type_traits>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/common/math/cast.h"
 #include "backend/common/math/elementwise.h"

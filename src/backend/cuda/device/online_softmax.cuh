@@ -47,4 +47,21 @@ __device__ __forceinline__ void online_merge(A& m, A& s, A m2, A s2) {
   s = a + b;
 }
 
+/// A running (max m, sum s of exp(x - m)) pair, as the warp and block reductions
+/// (device/warp.cuh) move it.
+template <typename A>
+struct OnlineMaxSum {
+  A m;
+  A s;
+};
+
+/// The combiner of OnlineMaxSum pairs for device/warp.cuh (online_merge; commutative).
+struct OnlineMerge {
+  template <typename A>
+  __device__ __forceinline__ OnlineMaxSum<A> operator()(OnlineMaxSum<A> a, const OnlineMaxSum<A>& b) const {
+    online_merge(a.m, a.s, b.m, b.s);
+    return a;
+  }
+};
+
 } // namespace nuvec::cu

@@ -10,10 +10,9 @@
 #include <limits>
 
 #include "backend/cuda/copy.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/device/online_softmax.cuh"
 #include "backend/cuda/kernel_utils.cuh"
-#include "backend/cuda/reduce_utils.cuh"
 #include "fast/logsumexp.h"
 
 namespace nuvec {
@@ -33,42 +32,32 @@ logsumexp_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, in
   if (row < rows) {
     const T* src = in + row * n;
     for (int64_t i = lane; i < n; i += TPR) {
-      const A v = cu::to_acc<A>(src[i]);
+      const A v = cu::to_acc(src[i]);
       nan |= v != v;
       cu::online_add(m, s, v);
     }
   }
-  // Every thread of the block reaches the merges (rows past the end hold the identity).
-  for (int o = kWidth / 2; o > 0; o /= 2) {
-    const A m2 = __shfl_xor_sync(0xffffffffu, m, o, kWidth);
-    const A s2 = __shfl_xor_sync(0xffffffffu, s, o, kWidth);
-    nan |= __shfl_xor_sync(0xffffffffu, nan, o, kWidth);
-    cu::online_merge(m, s, m2, s2);
-  }
+  // Every thread of the block reaches the merges (rows past the end hold the identity):
+  // a warp's lanes by shuffles, or (a block per row) the whole block.
+  const auto either = [](int a, int b) { return a | b; };
+  cu::OnlineMaxSum<A> ms{m, s};
   if constexpr (TPR > 32) {
-    __shared__ A buf_m[TPR / 32];
-    __shared__ A buf_s[TPR / 32];
+    __shared__ cu::OnlineMaxSum<A> buf_ms[TPR / 32];
     __shared__ int buf_nan[TPR / 32];
-    const int warp = threadIdx.x / 32;
-    if (threadIdx.x % 32 == 0) {
-      buf_m[warp] = m;
-      buf_s[warp] = s;
-      buf_nan[warp] = nan;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < TPR / 32; ++w) {
-        cu::online_merge(m, s, buf_m[w], buf_s[w]);
-        nan |= buf_nan[w];
-      }
-    }
+    ms = cu::block_allreduce(ms, cu::OnlineMerge{}, buf_ms);
+    nan = cu::block_allreduce(nan, either, buf_nan);
+  } else {
+    ms = cu::warp_allreduce(ms, kWidth, cu::OnlineMerge{});
+    nan = cu::warp_allreduce(nan, kWidth, either);
   }
+  m = ms.m;
+  s = ms.s;
   if (lane == 0 && row < rows) {
     A r;
     if (nan) r = std::numeric_limits<A>::quiet_NaN();
     else if (m == std::numeric_limits<A>::infinity() || m == cu::neg_inf<A>()) r = m;
     else r = m + math::log(s);
-    out[row] = cu::from_acc<T>(r);
+    out[row] = cu::store_as<T>(r);
   }
 }
 

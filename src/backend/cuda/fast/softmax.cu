@@ -19,9 +19,8 @@
 #include <limits>
 
 #include "backend/cuda/copy.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/kernel_utils.cuh"
-#include "backend/cuda/reduce_utils.cuh"
 #include "backend/common/math/functions.h"
 #include "backend/cuda/device/online_softmax.cuh"
 #include "fast/softmax.h"
@@ -31,7 +30,6 @@ namespace nuvec {
 namespace {
 
 using cu::device_acc_t;
-using cu::from_acc;
 using cu::kVec;
 using cu::to_acc;
 using cu::max_no_nan;
@@ -40,44 +38,16 @@ using cu::online_add;
 using cu::online_merge;
 
 
-// Stores kVec<T> elements to p (16-byte aligned) in one 16-byte transaction (the packing
-// goes through memcpy: a T[] in registers has no 16-byte alignment to reinterpret).
-template <typename T>
-__device__ __forceinline__ void store_vec(T* p, const T (&v)[kVec<T>]) {
-  int4 raw;
-  memcpy(&raw, &v[0], 16);
-  *reinterpret_cast<int4*>(p) = raw;
-}
-
-// Reductions over the `width` consecutive lanes of a warp that own one row (width a power
-// of two, at most 32): every lane gets the result.
-template <typename A>
-__device__ __forceinline__ A group_max(A v, int width) {
-  for (int o = width / 2; o > 0; o /= 2) v = max_no_nan(v, __shfl_xor_sync(0xffffffffu, v, o, width));
-  return v;
-}
-template <typename A>
-__device__ __forceinline__ A group_sum(A v, int width) {
-  for (int o = width / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o, width);
-  return v;
-}
-
-// Block-wide reduction (every thread of the block calls it, the block owns one row): warp
-// results through shared memory, then every thread reduces the warp results itself, which
-// saves a second barrier-and-broadcast step. `buf` holds one slot per warp; the leading
-// barrier lets a previous use of buf finish being read.
-template <typename A, bool kMax>
-__device__ __forceinline__ A block_reduce(A v, A* buf) {
-  v = kMax ? group_max(v, 32) : group_sum(v, 32);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) buf[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x / 32;
-  A r = buf[0];
-  for (int w = 1; w < warps; ++w) r = kMax ? max_no_nan(r, buf[w]) : r + buf[w];
-  return r;
-}
+// The row combiners of the reductions below (device/warp.cuh): the max that lets NaN lose,
+// and the sum.
+struct MaxNoNan {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return max_no_nan(a, b); }
+};
+struct Plus {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+};
 
 // Row-resident softmax: TPR threads per row (32: a warp, several rows per block of BLOCK
 // threads; BLOCK: one row per block), each holding VPT vectors of kVec<T> elements. Thread
@@ -106,17 +76,16 @@ softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
     const int64_t base = (int64_t(v) * TPR + lane) * W;
     if (aligned) {
       if (base < n) {
-        T raw[W];
-        cu::load_vec(src + base, raw);
+        const auto raw = cu::load_vec<W, cu::Load::ReadOnly>(src + base);
 #pragma unroll
-        for (int j = 0; j < W; ++j) x[v][j] = to_acc<A>(raw[j]);
+        for (int j = 0; j < W; ++j) x[v][j] = to_acc(raw[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < W; ++j) x[v][j] = neg_inf<A>();
       }
     } else {
 #pragma unroll
-      for (int j = 0; j < W; ++j) x[v][j] = base + j < n ? to_acc<A>(src[base + j]) : neg_inf<A>();
+      for (int j = 0; j < W; ++j) x[v][j] = base + j < n ? to_acc(src[base + j]) : neg_inf<A>();
     }
   }
 
@@ -127,9 +96,9 @@ softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
     for (int j = 0; j < W; ++j) m = max_no_nan(m, x[v][j]);
   }
   if constexpr (TPR > 32) {
-    m = block_reduce<A, true>(m, buf);
+    m = cu::block_allreduce(m, MaxNoNan{}, buf);
   } else {
-    m = group_max(m, TPR);
+    m = cu::warp_allreduce(m, TPR, MaxNoNan{});
   }
 
   // Padding slots contribute exactly 0 (exp(-inf - m) would be NaN on an all -inf row; that
@@ -145,9 +114,9 @@ softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
     }
   }
   if constexpr (TPR > 32) {
-    s = block_reduce<A, false>(s, buf);
+    s = cu::block_allreduce(s, Plus{}, buf);
   } else {
-    s = group_sum(s, TPR);
+    s = cu::warp_allreduce(s, TPR, Plus{});
   }
 
 #pragma unroll
@@ -155,15 +124,15 @@ softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
     const int64_t base = (int64_t(v) * TPR + lane) * W;
     if (aligned) {
       if (base < n) {
-        T raw[W];
+        cu::Vec<T, W> raw;
 #pragma unroll
-        for (int j = 0; j < W; ++j) raw[j] = from_acc<T>(x[v][j] / s);
-        store_vec(dst + base, raw);
+        for (int j = 0; j < W; ++j) raw[j] = cu::store_as<T>(x[v][j] / s);
+        cu::store_vec<W>(dst + base, raw);
       }
     } else {
 #pragma unroll
       for (int j = 0; j < W; ++j) {
-        if (base + j < n) dst[base + j] = from_acc<T>(x[v][j] / s);
+        if (base + j < n) dst[base + j] = cu::store_as<T>(x[v][j] / s);
       }
     }
   }
@@ -178,8 +147,7 @@ softmax_looped_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t n, 
   constexpr int W = kVec<T>;
   constexpr int kUnroll = 4;
   constexpr int64_t kStep = int64_t(BLOCK) * W;
-  __shared__ A buf_m[BLOCK / 32];
-  __shared__ A buf_s[BLOCK / 32];
+  __shared__ cu::OnlineMaxSum<A> buf[BLOCK / 32];
   const T* src = in + int64_t(blockIdx.x) * n;
   T* dst = out + int64_t(blockIdx.x) * n;
   const int64_t first = int64_t(threadIdx.x) * W;
@@ -187,58 +155,47 @@ softmax_looped_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t n, 
   A m = neg_inf<A>(), s = 0;
   if (aligned) {
     for (int64_t b0 = first; b0 < n; b0 += kStep * kUnroll) {
-      T raw[kUnroll][W];
+      cu::Vec<T, W> raw[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        if (b0 + u * kStep < n) cu::load_vec(src + b0 + u * kStep, raw[u]);
+        if (b0 + u * kStep < n) raw[u] = cu::load_vec<W, cu::Load::ReadOnly>(src + b0 + u * kStep);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (b0 + u * kStep < n) {
 #pragma unroll
-          for (int j = 0; j < W; ++j) online_add(m, s, to_acc<A>(raw[u][j]));
+          for (int j = 0; j < W; ++j) online_add(m, s, to_acc(raw[u][j]));
         }
       }
     }
   } else {
-    for (int64_t i = threadIdx.x; i < n; i += BLOCK) online_add(m, s, to_acc<A>(src[i]));
+    for (int64_t i = threadIdx.x; i < n; i += BLOCK) online_add(m, s, to_acc(src[i]));
   }
 
   // Combine the threads: within each warp by shuffles, then the warps through shared memory.
-  for (int o = 16; o > 0; o /= 2) {
-    const A m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const A s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    online_merge(m, s, m2, s2);
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) {
-    buf_m[warp] = m;
-    buf_s[warp] = s;
-  }
-  __syncthreads();
-  m = buf_m[0];
-  s = buf_s[0];
-  for (int w = 1; w < BLOCK / 32; ++w) online_merge(m, s, buf_m[w], buf_s[w]);
+  const cu::OnlineMaxSum<A> ms = cu::block_allreduce(cu::OnlineMaxSum<A>{m, s}, cu::OnlineMerge{}, buf);
+  m = ms.m;
+  s = ms.s;
 
   if (aligned) {
     for (int64_t b0 = first; b0 < n; b0 += kStep * kUnroll) {
-      T raw[kUnroll][W];
+      cu::Vec<T, W> raw[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        if (b0 + u * kStep < n) cu::load_vec(src + b0 + u * kStep, raw[u]);
+        if (b0 + u * kStep < n) raw[u] = cu::load_vec<W, cu::Load::ReadOnly>(src + b0 + u * kStep);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (b0 + u * kStep < n) {
 #pragma unroll
-          for (int j = 0; j < W; ++j) raw[u][j] = from_acc<T>(math::exp(to_acc<A>(raw[u][j]) - m) / s);
-          store_vec(dst + b0 + u * kStep, raw[u]);
+          for (int j = 0; j < W; ++j) raw[u][j] = cu::store_as<T>(math::exp(to_acc(raw[u][j]) - m) / s);
+          cu::store_vec<W>(dst + b0 + u * kStep, raw[u]);
         }
       }
     }
   } else {
     for (int64_t i = threadIdx.x; i < n; i += BLOCK) {
-      dst[i] = from_acc<T>(math::exp(to_acc<A>(src[i]) - m) / s);
+      dst[i] = cu::store_as<T>(math::exp(to_acc(src[i]) - m) / s);
     }
   }
 }

@@ -56,10 +56,6 @@ void retain(const array& a);
 /// consumer copies them back on demand.
 void eval_on_host(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs);
 
-/// Blocks count for n elements at `threads` per block, capped at a few waves of the SMs
-/// (kernels use grid-stride loops).
-unsigned grid_for(size_t n, unsigned threads);
-
 } // namespace nuvec::cu
 
 /// Defines Family::eval_gpu as the CPU fallback (cu::eval_on_host).

@@ -2,13 +2,13 @@
 // launch kernels there without waiting. A buffer a kernel uses must outlive the kernel, not
 // just the node's task on the worker, so owners are held and released in batches once an
 // event recorded after them has completed (a freed block may then be reused by any stream).
-#include "backend/cuda/stream.h"
+#include "backend/cuda/runtime/stream.h"
 
 #include <mutex>
 #include <unordered_map>
 
-#include "backend/cuda/allocator.h"
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/allocator.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "backend/gpu.h"
 
 namespace nuvec::cu {

@@ -1,7 +1,7 @@
 // nuvec: primitive families that run on the host even on a GPU stream, as MLX runs them on
 // the CPU: factorizations through LAPACK and the covariance square root behind
 // multivariate_normal. cu::eval_on_host moves data across transparently.
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/runtime.h"
 #include "primitives/linalg.h"
 #include "primitives/random.h"
 

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "backend/cpu/eval.h"
-#include "backend/cuda/cuda_utils.h"
-#include "backend/cuda/stream.h"
+#include "backend/cuda/runtime/runtime.h"
+#include "backend/cuda/runtime/stream.h"
 #include "backend/gpu.h"
 #include "core/scheduler.h"
 #include "nuvec/memory.h"

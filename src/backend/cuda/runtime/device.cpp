@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_utils.h"
+#include "backend/cuda/runtime/launch.h"
 #include "backend/gpu.h"
 #include "nuvec/backend/cuda/cuda.h"
 

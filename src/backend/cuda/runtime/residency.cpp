@@ -4,9 +4,9 @@
 #include <memory>
 #include <stdexcept>
 
-#include "backend/cuda/allocator.h"
-#include "backend/cuda/cuda_utils.h"
-#include "backend/cuda/stream.h"
+#include "backend/cuda/runtime/allocator.h"
+#include "backend/cuda/runtime/runtime.h"
+#include "backend/cuda/runtime/stream.h"
 #include "backend/gpu.h"
 #include "nuvec/primitives.h"
 

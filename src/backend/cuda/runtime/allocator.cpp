@@ -2,7 +2,7 @@
 // cost tens of microseconds, so freed blocks are kept by size and reused: small blocks in
 // exact size classes, large ones for requests up to twice smaller (the host allocator's
 // policy). The memory API adds these figures to the host's (backend/gpu.h).
-#include "backend/cuda/allocator.h"
+#include "backend/cuda/runtime/allocator.h"
 
 #include <map>
 #include <mutex>
@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/cuda_utils.h"
-#include "backend/cuda/stream.h"
+#include "backend/cuda/runtime/runtime.h"
+#include "backend/cuda/runtime/stream.h"
 #include "backend/gpu.h"
 
 namespace nuvec::cu {
