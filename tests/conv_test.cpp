@@ -572,6 +572,10 @@ TEST(ConvErrors, ShapesAndParameters) {
   bad([&] { conv1d(x, w, 1, 0, 0); }, "[conv1d]");
   bad([&] { conv1d(astype(x, int32), astype(w, int32)); }, "[conv1d]");
   bad([&] { conv2d(x, w); }, "[conv2d]");
+  // More spatial axes than the shared geometry holds (backend/common/conv_geometry.h).
+  bad([&] {
+    conv_general(ones(Shape(11, 1), float32), ones(Shape(11, 1), float32), {1}, {0}, {0}, {1}, {1}, 1, false);
+  }, "[conv_general]");
   bad([&] { conv2d(randn({1, 4, 4, 2}, float32), randn({2, 5, 1, 2}, float32)); }, "[conv2d]");
   bad([&] { conv3d(randn({1, 4, 4, 2}, float32), randn({2, 1, 1, 2}, float32)); }, "[conv3d]");
   bad([&] { conv_general(x, w, {1, 1}, {0}, {0}, {1}, {1}, 1, false); }, "[conv_general]");

@@ -3,6 +3,7 @@
 // node; the transposed ones are conv_general with input dilation and a flipped kernel (MLX).
 #include <tuple>
 
+#include "backend/common/conv_geometry.h"
 #include "ops/ops_common.h"
 
 namespace nuvec {
@@ -36,6 +37,10 @@ void validate_ranks(const char* op, const array& in, const array& wt) {
     throw_invalid_argument(
         op, "input must have at least 3 dimensions (N, spatial..., C_in); got shape ",
         in.shape(), ".");
+  }
+  if (in.ndim() - 2 > size_t(kMaxConvSpatial)) {
+    throw_invalid_argument(
+        op, "at most ", kMaxConvSpatial, " spatial axes are supported; got input ", in.shape(), ".");
   }
   if (wt.ndim() != in.ndim()) {
     throw_invalid_argument(

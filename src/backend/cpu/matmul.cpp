@@ -1,8 +1,6 @@
 // nuvec: CPU kernels of Matmul and AddMM. float32/float64/complex64 go through OpenBLAS gemm,
 // reading transposed operands in place; float16/bfloat16 are widened to float32 around sgemm;
 // integers and bool use a blocked i-k-j loop with wrap-around (NumPy's) arithmetic.
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -11,6 +9,8 @@
 #include <vector>
 
 #include "backend/common/dispatch.h"
+#include "backend/common/gemm_problem.h"
+#include "backend/cpu/blas.h"
 #include "backend/common/strided.h"
 #include "core/errors.h"
 #include "primitives/primitives.h"
@@ -56,29 +56,6 @@ ProductPlan plan_product(const array& a, const array& b, const array* c, const a
   return p;
 }
 
-// How BLAS reads a rows x cols matrix with strides (rs, cs) without a copy: row-major
-// (NoTrans) or column-major (Trans), with a leading dimension. Strides of size-1 axes
-// never move the pointer, so they are replaced by whatever makes the layout valid.
-struct BlasLayout {
-  bool in_place;
-  bool trans;
-  blasint ld;
-};
-
-BlasLayout blas_layout(int rows, int cols, int64_t rs, int64_t cs) {
-  int64_t row_rs = rows <= 1 ? std::max(cols, 1) : rs;
-  int64_t row_cs = cols <= 1 ? 1 : cs;
-  if (row_cs == 1 && row_rs >= std::max(cols, 1) && row_rs <= INT_MAX) {
-    return {true, false, static_cast<blasint>(row_rs)};
-  }
-  int64_t col_rs = rows <= 1 ? 1 : rs;
-  int64_t col_cs = cols <= 1 ? std::max(rows, 1) : cs;
-  if (col_rs == 1 && col_cs >= std::max(rows, 1) && col_cs <= INT_MAX) {
-    return {true, true, static_cast<blasint>(col_cs)};
-  }
-  return {false, false, 0};
-}
-
 // Copies a strided rows x cols matrix into a dense row-major buffer, converting elements.
 template <typename To, typename From>
 void pack(const From* src, int rows, int cols, int64_t rs, int64_t cs, std::vector<To>& dst) {
@@ -87,25 +64,6 @@ void pack(const From* src, int rows, int cols, int64_t rs, int64_t cs, std::vect
   for (int i = 0; i < rows; ++i) {
     const From* row = src + i * rs;
     for (int j = 0; j < cols; ++j) d[static_cast<size_t>(i) * cols + j] = cast_to<To>(row[j * cs]);
-  }
-}
-
-template <typename T>
-void gemm(
-    bool ta, bool tb, int m, int n, int k, float alpha, const T* a, blasint lda, const T* b,
-    blasint ldb, float beta, T* c, blasint ldc) {
-  auto opa = ta ? CblasTrans : CblasNoTrans;
-  auto opb = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    static_assert(std::is_same_v<T, complex64_t>);
-    const float al[2] = {alpha, 0.0f}, be[2] = {beta, 0.0f};
-    cblas_cgemm(
-        CblasRowMajor, opa, opb, m, n, k, al, reinterpret_cast<const float*>(a), lda,
-        reinterpret_cast<const float*>(b), ldb, be, reinterpret_cast<float*>(c), ldc);
   }
 }
 
@@ -119,23 +77,17 @@ T scaled(T v, float s) {
   }
 }
 
-// One operand of a gemm call: either the input's memory or a packed copy.
-template <typename T>
-struct GemmOperand {
-  const T* ptr;
-  bool trans;
-  blasint ld;
-};
-
+// One operand of a gemm call (batch 1): the input's memory, or a packed row-major copy
+// when its layout cannot be read in place (or E must be widened to T).
 template <typename T, typename E>
-GemmOperand<T> gemm_operand(
-    const E* src, int rows, int cols, int64_t rs, int64_t cs, const BlasLayout& layout,
+GemmOperand gemm_operand(
+    const E* src, int rows, int cols, int64_t rs, int64_t cs, const MatrixLayout& layout,
     std::vector<T>& scratch) {
   if constexpr (std::is_same_v<T, E>) {
-    if (layout.in_place) return {src, layout.trans, layout.ld};
+    if (cpu::blas_fits(layout)) return {src, layout.col_major, layout.ld, 0};
   }
   pack<T>(src, rows, cols, rs, cs, scratch);
-  return {scratch.data(), false, static_cast<blasint>(std::max(cols, 1))};
+  return {scratch.data(), false, std::max(cols, 1), 0};
 }
 
 // Floating products through BLAS; E is the element type, T the type gemm runs in (float
@@ -146,8 +98,8 @@ void blas_product(
   using T = std::conditional_t<is_half_v<E>, float, E>;
   constexpr bool widen = !std::is_same_v<T, E>;
   const size_t mn = static_cast<size_t>(p.m) * p.n;
-  auto la = blas_layout(p.m, p.k, p.a_rs, p.a_cs);
-  auto lb = blas_layout(p.k, p.n, p.b_rs, p.b_cs);
+  const auto la = matrix_layout(p.m, p.k, p.a_rs, p.a_cs);
+  const auto lb = matrix_layout(p.k, p.n, p.b_rs, p.b_cs);
   std::vector<T> pa, pb, pc;
   for (size_t bi = 0; bi < p.batches.size(); ++bi) {
     const auto& offs = p.batches[bi];
@@ -173,11 +125,11 @@ void blas_product(
       // An empty sum: the product is zero, so the result is beta * c.
       for (size_t i = 0; i < mn; ++i) dst[i] = use_c ? scaled(dst[i], beta) : T(0);
     } else {
-      auto A = gemm_operand<T>(a + offs[0], p.m, p.k, p.a_rs, p.a_cs, la, pa);
-      auto B = gemm_operand<T>(b + offs[1], p.k, p.n, p.b_rs, p.b_cs, lb, pb);
-      gemm<T>(
-          A.trans, B.trans, p.m, p.n, p.k, alpha, A.ptr, A.ld, B.ptr, B.ld,
-          use_c ? beta : 0.0f, dst, std::max(p.n, 1));
+      GemmProblem g{cpu::blas_dtype<T>(), p.m, p.n, p.k, 1, {}, {}, {}, alpha, use_c ? beta : 0.0f};
+      g.a = gemm_operand<T>(a + offs[0], p.m, p.k, p.a_rs, p.a_cs, la, pa);
+      g.b = gemm_operand<T>(b + offs[1], p.k, p.n, p.b_rs, p.b_cs, lb, pb);
+      g.out = {dst, use_c ? dst : nullptr, std::max(p.n, 1), 0};
+      cpu::blas_gemm(g);
     }
     if constexpr (widen) {
       for (size_t i = 0; i < mn; ++i) o[i] = E(pc[i]);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/common/conv_geometry.h"
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -21,38 +22,8 @@ namespace nuvec {
 
 namespace {
 
-// Most spatial axes the kernels handle (conv1d-3d need 3; conv_general allows more).
-constexpr int kMaxSpatial = 8;
-
 // Bound of the im2col scratch of one row chunk, in bytes.
 constexpr int64_t kColBytes = int64_t{256} << 20;
-
-/// The convolution as index arithmetic, passed to the kernels by value. Input position along
-/// spatial axis d read by output o through kernel tap k: j = o * stride + k * kdil - pad_lo,
-/// a real input element i = j / idil when j >= 0, j % idil == 0 and i < in_size (else a zero
-/// of the padding or of a hole left by the input dilation), exactly the CPU's taps.
-struct ConvGeometry {
-  int spatial;
-  int64_t c_in, c_out, groups, cig, cog;
-  int64_t taps;      // prod(k_size)
-  int64_t positions; // prod(out_size)
-  int64_t rows;      // N * positions: one im2col row per output position
-  int64_t kc;        // taps * cig: the columns of one group's im2col matrix
-  int64_t in_size[kMaxSpatial], out_size[kMaxSpatial], k_size[kMaxSpatial];
-  int64_t stride[kMaxSpatial], pad_lo[kMaxSpatial], kdil[kMaxSpatial], idil[kMaxSpatial];
-  // Input strides (elements): batch, spatial axes, channel.
-  int64_t in_n_stride, in_c_stride, in_sp_stride[kMaxSpatial];
-  // Weight strides (elements): output channel, spatial axes, input channel.
-  int64_t w_co_stride, w_c_stride, w_sp_stride[kMaxSpatial];
-};
-
-/// The input index along axis d that output o reads through tap k, or -1 (see ConvGeometry).
-__host__ __device__ __forceinline__ int64_t tap_index(const ConvGeometry& g, int d, int64_t o, int64_t k) {
-  int64_t j = o * g.stride[d] + k * g.kdil[d] - g.pad_lo[d];
-  if (j < 0 || j % g.idil[d] != 0) return -1;
-  int64_t i = j / g.idil[d];
-  return i < g.in_size[d] ? i : -1;
-}
 
 /// Fills rows [r0, r0 + mr) of every group's im2col matrix: col holds `groups` blocks of
 /// mr x kc (row-major), element (g, r, tap, c) at ((g * mr + r) * taps + tap) * cig + c, the
@@ -148,19 +119,6 @@ struct PackWeight {
   }
 };
 
-/// Whether the input is its own im2col matrix: one kernel tap reading every input position
-/// once in order (the CPU's input_is_im2col), on dense rows.
-bool input_is_im2col(const ConvGeometry& g, const array& in) {
-  if (g.taps != 1 || !in.flags().row_contiguous) return false;
-  for (int d = 0; d < g.spatial; ++d) {
-    if (g.out_size[d] != g.in_size[d]) return false;
-    for (int64_t o = 0; o < g.out_size[d]; ++o) {
-      if (tap_index(g, d, o, 0) != o) return false;
-    }
-  }
-  return true;
-}
-
 } // namespace
 
 /// Convolution::eval_cpu's result on the GPU: weight packing, im2col per row chunk, and one
@@ -175,40 +133,8 @@ void Convolution::eval_gpu(const std::vector<array>& inputs, std::vector<array>&
   if (!(dtype == float16 || dtype == bfloat16 || dtype == float32 || dtype == float64)) {
     throw_invalid_argument("conv_general", "the dtype must be floating; got ", dtype, ".");
   }
-  const int spatial = static_cast<int>(in.ndim()) - 2;
-  if (spatial > kMaxSpatial) {
-    throw_invalid_argument(
-        "conv_general", "the GPU kernel takes at most ", kMaxSpatial, " spatial axes; got ",
-        spatial, ".");
-  }
-  ConvGeometry g{};
-  g.spatial = spatial;
-  g.c_in = in.shape(-1);
-  g.c_out = out.shape(-1);
-  g.groups = groups_;
-  g.cig = g.c_in / groups_;
-  g.cog = g.c_out / groups_;
-  g.taps = 1;
-  g.positions = 1;
-  for (int d = 0; d < spatial; ++d) {
-    g.in_size[d] = in.shape(1 + d);
-    g.out_size[d] = out.shape(1 + d);
-    g.k_size[d] = wt.shape(1 + d);
-    g.stride[d] = strides_[d];
-    g.pad_lo[d] = padding_lo_[d];
-    g.kdil[d] = kernel_dilation_[d];
-    g.idil[d] = input_dilation_[d];
-    g.in_sp_stride[d] = in.strides()[1 + d];
-    g.w_sp_stride[d] = wt.strides()[1 + d];
-    g.taps *= g.k_size[d];
-    g.positions *= g.out_size[d];
-  }
-  g.rows = int64_t{out.shape(0)} * g.positions;
-  g.kc = g.taps * g.cig;
-  g.in_n_stride = in.strides()[0];
-  g.in_c_stride = in.strides().back();
-  g.w_co_stride = wt.strides()[0];
-  g.w_c_stride = wt.strides().back();
+  const ConvGeometry g = conv_geometry(
+      in, wt, out, strides_, padding_lo_, kernel_dilation_, input_dilation_, groups_);
   if (g.kc == 0) {
     // Empty sums: every output is zero.
     NUVEC_CUDA_CHECK(cudaMemsetAsync(po, 0, out.nbytes(), cu::stream()));
@@ -226,15 +152,15 @@ void Convolution::eval_gpu(const std::vector<array>& inputs, std::vector<array>&
   }
   // Group g's right operand is W_g^T (kc x cog): its element (l, j) is packed[(g * cog + j)
   // * kc + l], a column-major matrix with leading dimension kc; groups are cog * kc apart.
-  const cu::GemmInput wb{w, true, g.kc, g.cog * g.kc};
+  const GemmOperand wb{w, true, g.kc, g.cog * g.kc};
   const char* x = static_cast<const char*>(cu::device_ptr(in));
   char* o = static_cast<char*>(po);
 
   if (input_is_im2col(g, in)) {
     // Group g's left operand: rows of c_in channels from channel g * cig on.
-    cu::GemmInput xa{x, false, g.c_in, g.cig};
-    cu::GemmOutput od{o, nullptr, g.c_out, g.cog};
-    if (cu::gemm(dtype, g.rows, g.cog, g.kc, g.groups, xa, wb, od, 1.0, 0.0)) return;
+    GemmOperand xa{x, false, g.c_in, g.cig};
+    GemmOutput od{o, nullptr, g.c_out, g.cog};
+    if (cu::gemm({dtype, g.rows, g.cog, g.kc, g.groups, xa, wb, od, 1.0, 0.0})) return;
     // No algorithm for the input's alignment: fall through to the im2col copy.
   }
   const int64_t row_bytes = g.groups * g.kc * es;
@@ -245,9 +171,9 @@ void Convolution::eval_gpu(const std::vector<array>& inputs, std::vector<array>&
     by_element_size<Im2Col>(static_cast<size_t>(es), x, col, g, r0, mr);
     // Group g: col block g (mr x kc) times W_g^T into output columns g * cog.., so the
     // groups' outputs interleave along each output row (batch stride cog, ld c_out).
-    cu::GemmInput ca{col, false, g.kc, mr * g.kc};
-    cu::GemmOutput od{o + r0 * g.c_out * es, nullptr, g.c_out, g.cog};
-    if (!cu::gemm(dtype, mr, g.cog, g.kc, g.groups, ca, wb, od, 1.0, 0.0)) {
+    GemmOperand ca{col, false, g.kc, mr * g.kc};
+    GemmOutput od{o + r0 * g.c_out * es, nullptr, g.c_out, g.cog};
+    if (!cu::gemm({dtype, mr, g.cog, g.kc, g.groups, ca, wb, od, 1.0, 0.0})) {
       throw std::runtime_error("[conv_general] cuBLASLt found no algorithm for the product.");
     }
   }

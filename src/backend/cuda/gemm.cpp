@@ -169,8 +169,8 @@ std::shared_ptr<Plan> build_plan(
     int64_t n,
     int64_t k,
     int64_t batch,
-    const GemmInput& a,
-    const GemmInput& b,
+    const GemmOperand& a,
+    const GemmOperand& b,
     const GemmOutput& out,
     const uint32_t (&align)[4]) {
   auto plan = std::make_shared<Plan>();
@@ -237,8 +237,8 @@ std::shared_ptr<Plan> get_plan(
     int64_t n,
     int64_t k,
     int64_t batch,
-    const GemmInput& a,
-    const GemmInput& b,
+    const GemmOperand& a,
+    const GemmOperand& b,
     const GemmOutput& out,
     const uint32_t (&align)[4]) {
   static std::mutex mu;
@@ -258,7 +258,7 @@ std::shared_ptr<Plan> get_plan(
   }
   // Built outside the lock (the heuristic takes tens of microseconds); two threads building
   // the same plan at once both succeed and one result is kept.
-  GemmInput ka = a, kb = b;
+  GemmOperand ka = a, kb = b;
   ka.batch_stride = sa;
   kb.batch_stride = sb;
   GemmOutput kout = out;
@@ -271,17 +271,13 @@ std::shared_ptr<Plan> get_plan(
 
 } // namespace
 
-bool gemm(
-    Dtype dtype,
-    int64_t m,
-    int64_t n,
-    int64_t k,
-    int64_t batch,
-    const GemmInput& a,
-    const GemmInput& b,
-    const GemmOutput& out,
-    double alpha,
-    double beta) {
+bool gemm(const GemmProblem& p) {
+  const Dtype dtype = p.dtype;
+  const int64_t m = p.m, n = p.n, k = p.k, batch = p.batch;
+  const GemmOperand& a = p.a;
+  const GemmOperand& b = p.b;
+  const GemmOutput& out = p.out;
+  const double alpha = p.alpha, beta = p.beta;
   if (m < 1 || n < 1 || k < 1 || batch < 1 || batch > INT32_MAX) {
     throw std::invalid_argument(
         "[matmul] cu::gemm needs m, n, k >= 1 and 1 <= batch <= 2^31 - 1.");

@@ -47,7 +47,7 @@ Strides batch_strides(const array& x, size_t nbatch) {
 /// negative (cuBLASLt batch offsets must be >= 0).
 bool gemm_readable(const array& x, size_t nbatch) {
   int nd = static_cast<int>(x.ndim());
-  if (!cu::matrix_layout(x.shape(-2), x.shape(-1), x.strides()[nd - 2], x.strides()[nd - 1])
+  if (!matrix_layout(x.shape(-2), x.shape(-1), x.strides()[nd - 2], x.strides()[nd - 1])
            .in_place) {
     return false;
   }
@@ -93,8 +93,8 @@ bool run_product(
   int64_t calls = 1;
   for (size_t d = 0; d + 1 < plan.shape.size(); ++d) calls *= plan.shape[d];
   if (calls > kMaxBatchCalls) return false;
-  auto la = cu::matrix_layout(m, k, a.strides()[nd - 2], a.strides()[nd - 1]);
-  auto lb = cu::matrix_layout(k, n, b.strides()[nd - 2], b.strides()[nd - 1]);
+  auto la = matrix_layout(m, k, a.strides()[nd - 2], a.strides()[nd - 1]);
+  auto lb = matrix_layout(k, n, b.strides()[nd - 2], b.strides()[nd - 1]);
   const char* pa = static_cast<const char*>(cu::device_ptr(a));
   const char* pb = static_cast<const char*>(cu::device_ptr(b));
   char* pd = static_cast<char*>(po);
@@ -103,11 +103,11 @@ bool run_product(
   for_each_run<3>(plan, [&](const int64_t* offs, int64_t len, const int64_t* inner) {
     for (int64_t j0 = 0; ok && j0 < len; j0 += kMaxBatchPerCall) {
       int64_t count = std::min(kMaxBatchPerCall, len - j0);
-      cu::GemmInput ga{pa + (offs[0] + j0 * inner[0]) * es, la.col_major, la.ld, inner[0]};
-      cu::GemmInput gb{pb + (offs[1] + j0 * inner[1]) * es, lb.col_major, lb.ld, inner[1]};
+      GemmOperand ga{pa + (offs[0] + j0 * inner[0]) * es, la.col_major, la.ld, inner[0]};
+      GemmOperand gb{pb + (offs[1] + j0 * inner[1]) * es, lb.col_major, lb.ld, inner[1]};
       int64_t o = (offs[2] + j0 * inner[2]) * es;
-      cu::GemmOutput go{pd + o, pc ? pc + o : nullptr, n, inner[2]};
-      ok = cu::gemm(dtype, m, n, k, count, ga, gb, go, alpha, beta);
+      GemmOutput go{pd + o, pc ? pc + o : nullptr, n, inner[2]};
+      ok = cu::gemm({dtype, m, n, k, count, ga, gb, go, alpha, beta});
     }
   });
   return ok;
