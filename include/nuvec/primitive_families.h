@@ -136,7 +136,7 @@ class Select : public Primitive {
 };
 
 // ---------------------------------------------------------------------------------------
-// Copies, casts and graph plumbing (src/primitives/copy.cpp)
+// Casts (src/primitives/cast.cpp), graph plumbing (graph.cpp) and creation (creation.cpp)
 
 /// astype.
 class AsType : public Primitive {

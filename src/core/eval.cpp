@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/eval.h"
+#include "core/kernel_errors.h"
 #include "backend/gpu.h"
 #include "core/id_map.h"
 #include "core/scheduler.h"
@@ -292,7 +293,7 @@ void eval(std::vector<array> outputs) {
     return;
   }
   eval_impl(std::move(outputs), false).event().wait();
-  cpu::rethrow_kernel_error();
+  rethrow_kernel_error();
 }
 
 } // namespace nuvec

@@ -5,7 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "backend/cpu/eval.h"
+#include "core/kernel_errors.h"
 #include "backend/gpu.h"
 #include "core/scheduler.h"
 
@@ -56,7 +56,7 @@ void Event::signal(Stream stream) {
       } catch (...) {
         // A failed device (an error surfacing at the sync) must still release the waiters;
         // the error reaches the host through the next eval.
-        cpu::record_kernel_error(std::current_exception());
+        record_kernel_error(std::current_exception());
       }
     }
     state(ev).signal(v);

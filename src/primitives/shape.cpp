@@ -10,11 +10,6 @@ namespace nuvec {
 
 namespace {
 
-template <typename P>
-const P* same_type(const Primitive& other) {
-  return dynamic_cast<const P*>(&other);
-}
-
 // The axes shifted past a batch axis at the front.
 std::vector<int> shifted(const std::vector<int>& axes) {
   std::vector<int> out(axes);

@@ -1,8 +1,9 @@
 // nuvec: the CPU copy/cast kernel every other kernel can reuse to materialise an input of any
 // layout (broadcast, transposed, negatively strided) as a row-contiguous buffer of any dtype,
-// and the layout-flag helper the view kernels share.
+// and those copies as the shared view evals take them.
 #pragma once
 
+#include "backend/common/views.h"
 #include "nuvec/array.h"
 
 namespace nuvec::cpu {
@@ -33,19 +34,7 @@ void copy_broadcast(const array& in, array& out);
 array contiguous_copy(const array& in, Dtype dtype);
 array contiguous_copy(const array& in);
 
-/// Row/column contiguity of a dense layout, read from its strides (size-1 dimensions are
-/// ignored); `contiguous` is passed through, since permuting or regrouping dimensions does
-/// not change whether the elements fill their buffer region.
-array::Flags layout_flags(const Shape& shape, const Strides& strides, bool contiguous);
-
-/// Flags and data size of a view with this shape and strides (MLX's check_contiguity):
-/// row/column contiguity, and "contiguous" when the distinct elements fill a gap-free block
-/// from the first one, broadcast (stride-0) dimensions ignored; data_size is that block's
-/// length, or the span the view addresses when there are gaps.
-struct ViewLayout {
-  array::Flags flags;
-  size_t data_size;
-};
-ViewLayout view_layout(const Shape& shape, const Strides& strides);
+/// The CPU's copies for the shared view evals (backend/common/views.h).
+const ViewCopies& view_copies();
 
 } // namespace nuvec::cpu

@@ -83,7 +83,7 @@ void Slice::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outpu
   array& out = outputs[0];
   Strides strides(in.ndim());
   for (size_t i = 0; i < in.ndim(); ++i) strides[i] = in.strides()[i] * strides_[i];
-  auto layout = cpu::view_layout(out.shape(), strides);
+  auto layout = view_layout(out.shape(), strides);
   // An empty window may start past the end; it reads nothing, so it keeps offset 0.
   int64_t offset = out.size() == 0 ? 0 : window_offset(start_, in.strides());
   out.copy_shared_buffer(in, strides, layout.flags, layout.data_size, offset);
@@ -97,7 +97,7 @@ void DynamicSlice::eval_cpu(const std::vector<array>& inputs, std::vector<array>
   const array& in = inputs[0];
   array& out = outputs[0];
   Shape start = dynamic_start(inputs[1], axes_, in.shape(), slice_size_);
-  auto layout = cpu::view_layout(out.shape(), in.strides());
+  auto layout = view_layout(out.shape(), in.strides());
   int64_t offset = out.size() == 0 ? 0 : window_offset(start, in.strides());
   out.copy_shared_buffer(in, in.strides(), layout.flags, layout.data_size, offset);
 }

@@ -1,6 +1,6 @@
 // nuvec: the GPU copy/cast kernels (copy.h; the counterparts of backend/cpu/copy.cpp with the
-// same contracts) and the eval_gpu of the families that are copies on the device: AsType,
-// Full and Arange. Same-dtype copies move bytes (cudaMemcpyAsync when both sides are dense,
+// same contracts), which AsType (cast.cu), Full (creation.cu) and the views' fallback copies
+// use. Same-dtype copies move bytes (cudaMemcpyAsync when both sides are dense,
 // else a kernel on the unsigned type of the element's width); casts run one kernel per
 // (source, destination) dtype pair with cast_to's rules (backend/common/math/cast.h).
 #include <cstdint>
@@ -136,6 +136,8 @@ void dispatch_width(size_t bytes, F&& f) {
   throw std::invalid_argument("[copy] unsupported element width.");
 }
 
+} // namespace
+
 /// Copies the elements of a plan of (source, destination) operands between dtypes.
 void copy_plan(const void* src, Dtype src_dtype, void* dst, Dtype dst_dtype, const StridedPlan& plan) {
   int64_t n = 1;
@@ -171,6 +173,9 @@ void copy_plan(const void* src, Dtype src_dtype, void* dst, Dtype dst_dtype, con
     });
   });
 }
+
+namespace {
+
 
 /// out's device buffer, allocated row-contiguous when out has none yet.
 void* ensure_output(array& out) {
@@ -232,76 +237,12 @@ array contiguous_copy(const array& in) {
   return contiguous_copy(in, in.dtype());
 }
 
+const ViewCopies& view_copies() {
+  static const ViewCopies copies{
+      static_cast<array (*)(const array&)>(&contiguous_copy), &copy_strided};
+  return copies;
+}
+
 } // namespace cu
-
-/// astype: cast_to per element. A dense input (any order of its dimensions, e.g. transposed)
-/// keeps its layout and is converted as one flat range, so the reads stay coalesced; anything
-/// else becomes row-contiguous through copy_strided.
-void AsType::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const array& in = inputs[0];
-  array& out = outputs[0];
-  bool dense = in.flags().contiguous && in.data_size() == in.size();
-  for (auto s : in.strides()) dense = dense && s >= 0;
-  if (!dense || in.flags().row_contiguous || in.size() == 0) {
-    cu::copy_strided(in, out);
-    return;
-  }
-  void* dst = cu::alloc_output(out, in.data_size(), in.strides(), in.flags());
-  StridedPlan flat{{int64_t(in.size())}, {{1}, {1}}};
-  cu::copy_plan(cu::device_ptr(in), in.dtype(), dst, out.dtype(), flat);
-}
-
-/// full: the input (already cast, broadcast to the output shape by the op) materialised
-/// row-contiguous, as cpu::copy_broadcast.
-void Full::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  cu::copy_broadcast(inputs[0], outputs[0]);
-}
-
-namespace {
-
-/// Integer arange: start + i * step in the output type, wrapping (the CPU's arithmetic in
-/// T, done in the unsigned type so that overflow is defined).
-template <typename T>
-__global__ void arange_int_kernel(T* out, int64_t n, T start, T step) {
-  using W = math::wrap_uint_t<T>;
-  NUVEC_CUDA_KERNEL_LOOP(i, n) {
-    out[i] = static_cast<T>(W(start) + W(static_cast<T>(i)) * W(step));
-  }
-}
-
-/// Inexact, complex and bool arange: start + i * step computed in float64, then cast.
-/// __dmul_rn/__dadd_rn keep the multiply and add separately rounded (no FMA contraction), so
-/// the values equal the host's bit for bit.
-template <typename T>
-__global__ void arange_real_kernel(T* out, int64_t n, double start, double step) {
-  NUVEC_CUDA_KERNEL_LOOP(i, n) {
-    out[i] = math::cast_to<T>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
-  }
-}
-
-} // namespace
-
-/// arange: the CPU Arange's values (src/backend/cpu/copy.cpp). Integer outputs step exactly
-/// in the output type with NumPy's rule (the step is the difference of the first two values,
-/// each cast); the others are start + i * step in float64, cast once.
-void Arange::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  array& out = outputs[0];
-  cu::alloc_output(out);
-  const int64_t n = static_cast<int64_t>(out.size());
-  if (n == 0) return;
-  cu::dispatch_device_types(out.dtype(), [&]<typename T>() {
-    T* p = cu::output_ptr<T>(out);
-    unsigned grid = cu::grid_for(size_t(n), cu::kEwThreads);
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      // Host integer types are the device ones: the host's cast_to gives the same values.
-      T start = cast_to<T>(start_);
-      T step = static_cast<T>(cast_to<T>(start_ + step_) - start);
-      arange_int_kernel<T><<<grid, cu::kEwThreads, 0, cu::stream()>>>(p, n, start, step);
-    } else {
-      arange_real_kernel<T><<<grid, cu::kEwThreads, 0, cu::stream()>>>(p, n, start_, step_);
-    }
-    cu::check_launch("arange");
-  });
-}
 
 } // namespace nuvec

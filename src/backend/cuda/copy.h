@@ -3,6 +3,8 @@
 // src/backend/cpu/copy.h, with the same contracts). Implemented in copy.cu.
 #pragma once
 
+#include "backend/common/strided.h"
+#include "backend/common/views.h"
 #include "nuvec/array.h"
 
 namespace nuvec::cu {
@@ -26,6 +28,14 @@ void copy_strided(const array& in, array& out);
 
 /// Writes `in` broadcast to out's shape into out, as copy_strided does.
 void copy_broadcast(const array& in, array& out);
+
+/// Copies over a merged strided plan (strides[0] the source's, strides[1] the
+/// destination's, in elements) from src to dst, device pointers, converting with cast_to's
+/// rules: cudaMemcpyAsync when both are dense and of one dtype, else a kernel.
+void copy_plan(const void* src, Dtype src_dtype, void* dst, Dtype dst_dtype, const StridedPlan& plan);
+
+/// The GPU's copies for the shared view evals (backend/common/views.h).
+const ViewCopies& view_copies();
 
 /// A row-contiguous device copy of `in` with dtype `dtype` (an evaluated, detached array).
 array contiguous_copy(const array& in, Dtype dtype);

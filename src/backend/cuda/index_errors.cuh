@@ -6,7 +6,7 @@
 // outside the arrays is touched); a one-block kernel after the node's kernels zeroes the
 // output when one was recorded and copies the record to pinned host memory, and a host
 // function on the stream (cudaLaunchHostFunc, no device synchronisation) hands the error to
-// cpu::record_kernel_error. Host functions run before the stream's synchronisation returns,
+// record_kernel_error. Host functions run before the stream's synchronisation returns,
 // so the error is recorded before the eval waiting on the node rethrows.
 #pragma once
 
@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "backend/cpu/eval.h"
+#include "core/kernel_errors.h"
 #include "backend/cuda/runtime/runtime.h"
 #include "core/errors.h"
 
@@ -121,7 +121,7 @@ inline void CUDART_CB report_index_error(void* arg) {
     IndexError e;
     std::memcpy(&e, const_cast<const IndexError*>(p->slot.host), sizeof(e));
     if (e.flag != 0) {
-      cpu::record_kernel_error(std::make_exception_ptr(std::out_of_range(error_message(
+      record_kernel_error(std::make_exception_ptr(std::out_of_range(error_message(
           p->op, "indices must lie in [", -e.n, ", ", e.n, ") along axis ", e.axis,
           " (of size ", e.n, "); got ", e.value, "."))));
     }

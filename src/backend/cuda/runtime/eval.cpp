@@ -4,7 +4,7 @@
 // outputs get zeroed host buffers so that nothing reads unallocated memory.
 #include <cstring>
 
-#include "backend/cpu/eval.h"
+#include "core/kernel_errors.h"
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/runtime/stream.h"
 #include "backend/gpu.h"
@@ -26,13 +26,13 @@ void eval(array& arr) {
           cu::set_current_state(st);
           p->eval_gpu(inputs, outputs);
         } catch (...) {
-          cpu::record_kernel_error(std::current_exception());
+          record_kernel_error(std::current_exception());
           // Kernels launched before the failure may still write the outputs' device
           // buffers: hold them until the stream has run, then replace them.
           if (st) {
             for (auto& o : outputs) st->hold(o.data_shared_ptr());
           }
-          cpu::zero_failed_outputs(outputs);
+          zero_failed_outputs(outputs);
         }
         if (st) {
           for (auto& in : inputs) st->hold(in.data_shared_ptr());
@@ -43,7 +43,7 @@ void eval(array& arr) {
             // batch later: eval's own check runs ahead of the worker and cannot see it.
             if (get_active_memory() > get_memory_limit()) st->synchronize();
           } catch (...) {
-            cpu::record_kernel_error(std::current_exception());
+            record_kernel_error(std::current_exception());
           }
         }
         cu::set_current_state(nullptr);
@@ -65,7 +65,7 @@ void finalize(Stream s) {
     try {
       cu::stream_state(s).synchronize();
     } catch (...) {
-      cpu::record_kernel_error(std::current_exception());
+      record_kernel_error(std::current_exception());
     }
     scheduler::notify_task_completion(s);
   });

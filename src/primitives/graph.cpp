@@ -1,7 +1,7 @@
-// nuvec: rules of the copy family (AsType, View, Copy, Contiguous, StopGradient, Depends,
-// AsStrided, Full, Arange): output shapes, vjp, jvp, vmap, equivalence. Derivatives follow
-// shared/seeds/000_*.txt (casts pass the cotangent back cast, bit views have none,
-// stop_gradient is zero, depends routes cotangents to its passed-through inputs only).
+// nuvec: rules of the graph-plumbing family (Copy, Contiguous, StopGradient, Depends,
+// AsStrided): nodes that pass values through, re-lay them out or order the graph. Derivatives
+// follow shared/seeds/000_*.txt: identities pass the cotangent through, stop_gradient's is
+// zero, depends routes cotangents to its passed-through inputs only.
 #include <cmath>
 #include <stdexcept>
 
@@ -10,100 +10,6 @@
 #include "primitives/sum_to.h"
 
 namespace nuvec {
-
-namespace {
-
-template <typename P>
-const P* same_type(const Primitive& other) {
-  return dynamic_cast<const P*>(&other);
-}
-
-[[noreturn]] void no_bit_derivative() {
-  throw_invalid_argument(
-      "View", "a derivative must go through a value, not a bit reinterpretation; got a view.");
-}
-
-} // namespace
-
-// ---- AsType ---------------------------------------------------------------------------
-
-const char* AsType::name() const { return "AsType"; }
-
-std::vector<Shape> AsType::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
-}
-
-std::vector<array> AsType::vjp(
-    const std::vector<array>& primals,
-    const std::vector<array>& cotangents,
-    const std::vector<int>& argnums,
-    const std::vector<array>& outputs) {
-  return {astype(cotangents[0], primals[0].dtype(), stream())};
-}
-
-std::vector<array> AsType::jvp(
-    const std::vector<array>& primals,
-    const std::vector<array>& tangents,
-    const std::vector<int>& argnums) {
-  return {astype(tangents[0], dtype_, stream())};
-}
-
-std::pair<std::vector<array>, std::vector<int>> AsType::vmap(
-    const std::vector<array>& inputs,
-    const std::vector<int>& axes) {
-  return {{astype(inputs[0], dtype_, stream())}, {axes[0]}};
-}
-
-bool AsType::is_equivalent(const Primitive& other) const {
-  auto o = same_type<AsType>(other);
-  return o && o->dtype_ == dtype_;
-}
-
-// ---- View -----------------------------------------------------------------------------
-
-const char* View::name() const { return "View"; }
-
-std::vector<Shape> View::output_shapes(const std::vector<array>& inputs) {
-  Shape shape = inputs[0].shape();
-  size_t ib = inputs[0].itemsize(), ob = size_of(dtype_);
-  if (ib != ob && !shape.empty()) {
-    shape.back() = static_cast<int32_t>(shape.back() * ib / ob);
-  }
-  return {shape};
-}
-
-std::vector<array> View::vjp(
-    const std::vector<array>&,
-    const std::vector<array>&,
-    const std::vector<int>&,
-    const std::vector<array>&) {
-  no_bit_derivative();
-}
-
-std::vector<array> View::jvp(
-    const std::vector<array>&,
-    const std::vector<array>&,
-    const std::vector<int>&) {
-  no_bit_derivative();
-}
-
-std::pair<std::vector<array>, std::vector<int>> View::vmap(
-    const std::vector<array>& inputs,
-    const std::vector<int>& axes) {
-  array x = inputs[0];
-  int ax = axes[0];
-  // The last axis changes length; keep the batch axis away from it.
-  if (ax == static_cast<int>(x.ndim()) - 1 && x.itemsize() != size_of(dtype_)) {
-    x = moveaxis(x, ax, 0, stream());
-    ax = 0;
-  }
-  return {{view(x, dtype_, stream())}, {ax}};
-}
-
-bool View::is_equivalent(const Primitive& other) const {
-  auto o = same_type<View>(other);
-  return o && o->dtype_ == dtype_;
-}
 
 // ---- Copy -----------------------------------------------------------------------------
 
@@ -307,78 +213,6 @@ std::pair<std::vector<array>, std::vector<int>> AsStrided::vmap(
 bool AsStrided::is_equivalent(const Primitive& other) const {
   auto o = same_type<AsStrided>(other);
   return o && o->shape_ == shape_ && o->strides_ == strides_ && o->offset_ == offset_;
-}
-
-// ---- Full -----------------------------------------------------------------------------
-
-const char* Full::name() const { return "Full"; }
-
-std::vector<Shape> Full::output_shapes(const std::vector<array>& inputs) {
-  return {inputs[0].shape()};
-}
-
-std::vector<array> Full::vjp(
-    const std::vector<array>& primals,
-    const std::vector<array>& cotangents,
-    const std::vector<int>&,
-    const std::vector<array>&) {
-  return {sum_to(cotangents[0], primals[0].shape())};
-}
-
-std::vector<array> Full::jvp(
-    const std::vector<array>&,
-    const std::vector<array>& tangents,
-    const std::vector<int>&) {
-  return {tangents[0]};
-}
-
-std::pair<std::vector<array>, std::vector<int>> Full::vmap(
-    const std::vector<array>& inputs,
-    const std::vector<int>& axes) {
-  const array& x = inputs[0];
-  array out(x.shape(), x.dtype(), std::make_shared<Full>(stream()), {x});
-  return {{out}, {axes[0]}};
-}
-
-bool Full::is_equivalent(const Primitive& other) const {
-  return same_type<Full>(other) != nullptr;
-}
-
-// ---- Arange ---------------------------------------------------------------------------
-
-const char* Arange::name() const { return "Arange"; }
-
-std::vector<Shape> Arange::output_shapes(const std::vector<array>&) {
-  double n = std::ceil((stop_ - start_) / step_);
-  return {{static_cast<int32_t>(std::max(n, 0.0))}};
-}
-
-std::vector<array> Arange::vjp(
-    const std::vector<array>&,
-    const std::vector<array>&,
-    const std::vector<int>&,
-    const std::vector<array>&) {
-  return {}; // no inputs
-}
-
-// Arange has no inputs, so no tangent or batch axis can reach it; the transforms never
-// call these rules (they skip nodes that depend on none of their inputs).
-std::vector<array> Arange::jvp(
-    const std::vector<array>&,
-    const std::vector<array>&,
-    const std::vector<int>&) {
-  throw_invalid_argument("Arange", "a jvp must have a tangent input; got a node without inputs.");
-}
-
-std::pair<std::vector<array>, std::vector<int>> Arange::vmap(
-    const std::vector<array>&,
-    const std::vector<int>&) {
-  throw_invalid_argument("Arange", "vmap must have a batched input; got a node without inputs.");
-}
-
-bool Arange::is_equivalent(const Primitive& other) const {
-  auto o = same_type<Arange>(other);
-  return o && o->start_ == start_ && o->stop_ == stop_ && o->step_ == step_;
 }
 
 } // namespace nuvec
