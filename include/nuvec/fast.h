@@ -2,12 +2,13 @@
 // fallback graph of ordinary ops (shared/seeds/001, MLX's fallbacks). Fused ops are built on
 // src/fast/fast_primitive.h: the op records one fused node where a CPU or CUDA kernel covers
 // the case and returns the fallback otherwise; derivatives and vmap derive from the fallback.
-// softmax and logsumexp (declared in ops.h, as MLX) are the first on that base; rms_norm and
-// layer_norm below still run their fallback graphs on every device (their kernels come with
-// the issue "Fused ops I").
+// softmax and logsumexp (declared in ops.h, as MLX), rms_norm, add_rms_norm and layer_norm
+// run fused kernels on the CPU and the GPU (src/backend/{cpu,cuda}/fast/), with dedicated
+// backward kernels for the norms.
 #pragma once
 
 #include <optional>
+#include <utility>
 
 #include "nuvec/array.h"
 #include "nuvec/stream.h"
@@ -19,17 +20,34 @@ namespace nuvec::fast {
 /// with the statistics in float32 for float16/bfloat16 inputs, the normalised value rounded
 /// back to x's dtype, then scaled by weight (no weight: scale 1).
 /// Shapes: x (..., D) with at least one axis; weight (D,). Dtype: the promotion of x and
-/// weight, which must be floating. Throws std::invalid_argument for a 0-d x, a weight that is
-/// not 1-d of size D, or a non-floating dtype.
+/// weight, which must be real floating. Throws std::invalid_argument naming rms_norm for a
+/// 0-d x, a weight that is not 1-d of size D, or a non-floating dtype. Runs one RmsNorm node
+/// (src/fast/norms.h: a fused pass per row on the CPU and the GPU; its gradient is the
+/// RmsNormVjp kernel). Source: MLX's fast::rms_norm.
 array rms_norm(const array& x, const std::optional<array>& weight, float eps, StreamOrDevice s = {});
+
+/// The residual add of a transformer block fused with the next norm:
+///   h = x + residual,   y = rms_norm(h, weight, eps),
+/// returned as {h, y}, h rounded to the dtype before it is normalised. Shapes: x and residual
+/// (..., D) (equal shapes take the fused AddRmsNorm kernel; broadcasting ones, or a weight
+/// that promotes the dtype further, the composition); weight (D,). Dtype: the promotion of x,
+/// residual and weight. Throws std::invalid_argument as add and rms_norm do. nuvec's own
+/// (shared/seeds/001); its gradient runs through the RmsNorm rule.
+std::pair<array, array> add_rms_norm(
+    const array& x,
+    const array& residual,
+    const std::optional<array>& weight,
+    float eps,
+    StreamOrDevice s = {});
 
 /// Layer normalisation over the last axis:
 ///   y = (x - mean(x)) / sqrt(var(x) + eps) · weight + bias   (population variance),
 /// with the statistics in float32 for float16/bfloat16 inputs and the normalised value rounded
 /// back to x's dtype before weight and bias. Shapes: x (..., D) with at least one axis; weight
 /// and bias (D,), each optional. Dtype: the promotion of x, weight and bias, which must be
-/// floating. Throws std::invalid_argument for a 0-d x, a weight or bias that is not 1-d of
-/// size D, or a non-floating dtype.
+/// real floating. Throws std::invalid_argument naming layer_norm for a 0-d x, a weight or bias
+/// that is not 1-d of size D, or a non-floating dtype. Runs one LayerNorm node (a fused pass
+/// per row; its gradient is the LayerNormVjp kernel). Source: MLX's fast::layer_norm.
 array layer_norm(
     const array& x,
     const std::optional<array>& weight,

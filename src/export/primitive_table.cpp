@@ -15,6 +15,7 @@
 #include "primitives/random.h"
 #include "primitives/scan.h"
 #include "fast/logsumexp.h"
+#include "fast/norms.h"
 #include "fast/softmax.h"
 #include "primitives/partition.h"
 
@@ -125,6 +126,11 @@ const std::vector<Row>& rows() {
       row<Scan>("Scan", R::SameRank),
       row<Softmax>("Softmax", R::SameRank),
       row<LogSumExp>("LogSumExp", R::SameRank),
+      row<RmsNorm>("RmsNorm", R::SameRank),
+      row<RmsNormVjp>("RmsNormVjp", R::SameRank),
+      row<AddRmsNorm>("AddRmsNorm", R::SameRank),
+      row<LayerNorm>("LayerNorm", R::SameRank),
+      row<LayerNormVjp>("LayerNormVjp", R::SameRank),
       // indexing
       row<GatherAxis>("GatherAxis", R::Pinned),
       row<ScatterAxis>("ScatterAxis", R::Pinned),

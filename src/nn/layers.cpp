@@ -5,6 +5,7 @@
 #include "core/errors.h"
 #include "nuvec/nn/activations.h"
 #include "nuvec/nn/init.h"
+#include "nuvec/fast.h"
 #include "nuvec/nn/layers.h"
 #include "nuvec/ops.h"
 #include "nuvec/utils.h"
@@ -190,8 +191,7 @@ RMSNorm::RMSNorm(int dims, float eps) : dims_(dims), eps_(eps) {
 
 array RMSNorm::forward(const array& x) {
   check_last_dim("nn.RMSNorm", x, dims_);
-  auto inv = rsqrt(mean(square(x), -1, /*keepdims=*/true) + scalar(eps_, x));
-  return x * inv * param("weight");
+  return fast::rms_norm(x, param("weight"), eps_); // the fused RmsNorm kernel, as MLX's nn.RMSNorm
 }
 
 LayerNorm::LayerNorm(int dims, float eps, bool affine, bool bias) : dims_(dims), eps_(eps) {
@@ -204,12 +204,11 @@ LayerNorm::LayerNorm(int dims, float eps, bool affine, bool bias) : dims_(dims),
 
 array LayerNorm::forward(const array& x) {
   check_last_dim("nn.LayerNorm", x, dims_);
-  auto mu = mean(x, -1, true);
-  auto v = var(x, -1, true);
-  auto y = (x - mu) * rsqrt(v + scalar(eps_, x));
-  if (has_param("weight")) y = y * param("weight");
-  if (has_param("bias")) y = y + param("bias");
-  return y;
+  // The fused LayerNorm kernel, as MLX's nn.LayerNorm.
+  std::optional<array> w, b;
+  if (has_param("weight")) w = param("weight");
+  if (has_param("bias")) b = param("bias");
+  return fast::layer_norm(x, w, b, eps_);
 }
 
 BatchNorm::BatchNorm(int num_features, float eps, float momentum, bool affine, bool track_running_stats)

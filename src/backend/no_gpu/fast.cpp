@@ -1,12 +1,18 @@
-// nuvec: eval_gpu of the last-axis fused primitives (Softmax, LogSumExp) in a CPU-only
+// nuvec: eval_gpu of the fused primitives (Softmax, LogSumExp, the norms) in a CPU-only
 // build (see no_gpu.h).
 #include "backend/no_gpu/no_gpu.h"
 #include "fast/logsumexp.h"
+#include "fast/norms.h"
 #include "fast/softmax.h"
 
 namespace nuvec {
 
 NUVEC_NO_GPU(Softmax)
 NUVEC_NO_GPU(LogSumExp)
+NUVEC_NO_GPU(RmsNorm)
+NUVEC_NO_GPU(RmsNormVjp)
+NUVEC_NO_GPU(AddRmsNorm)
+NUVEC_NO_GPU(LayerNorm)
+NUVEC_NO_GPU(LayerNormVjp)
 
 } // namespace nuvec
