@@ -9,7 +9,7 @@ bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^
 or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
 
 Usage: bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings [--only GROUP]
-GROUP: elementwise, reduce, softmax, matmul, chain.
+GROUP: elementwise, reduce, softmax, norms, matmul, chain.
 """
 import argparse
 import statistics
@@ -62,6 +62,42 @@ def torch_side(only):
     if want("softmax"):
         s = torch.randn(16384, 4096, device=dev).to(torch.bfloat16)
         res["softmax_last_bf16_16384x4096"] = cuda_median_ms(lambda: torch.softmax(s, -1))
+    if want("norms"):
+        import torch.nn.functional as F
+
+        rows, d, eps = 16384, 4096, 1e-5
+        bf = torch.bfloat16
+        x = torch.randn(rows, d, device=dev).to(bf)
+        r = torch.randn(rows, d, device=dev).to(bf)
+        g = torch.randn(rows, d, device=dev).to(bf)
+        gl = torch.randn(rows, 1, device=dev).to(bf)
+        w = torch.randn(d, device=dev).to(bf)
+        b = torch.randn(d, device=dev).to(bf)
+
+        def add_rms(x, r, w):
+            h = x + r
+            return h, F.rms_norm(h, (d,), w, eps)
+
+        res["rms_norm_bf16_16384x4096"] = cuda_median_ms(lambda: F.rms_norm(x, (d,), w, eps))
+        res["add_rms_norm_bf16_16384x4096"] = cuda_median_ms(lambda: add_rms(x, r, w))
+        res["layer_norm_bf16_16384x4096"] = cuda_median_ms(lambda: F.layer_norm(x, (d,), w, b, eps))
+        res["logsumexp_last_bf16_16384x4096"] = cuda_median_ms(lambda: torch.logsumexp(x, -1, keepdim=True))
+        xg, rg, wg, bg = (t.clone().requires_grad_(True) for t in (x, r, w, b))
+
+        def fb(f, inputs, cot):
+            y = f(*inputs)
+            return torch.autograd.grad(y, inputs, cot) + (y,)
+
+        res["rms_norm_fwd_bwd_bf16_16384x4096"] = cuda_median_ms(
+            lambda: fb(lambda a, c: F.rms_norm(a, (d,), c, eps), (xg, wg), g), runs=10)
+        res["add_rms_norm_fwd_bwd_bf16_16384x4096"] = cuda_median_ms(
+            lambda: fb(lambda a, q, c: add_rms(a, q, c)[1], (xg, rg, wg), g), runs=10)
+        res["layer_norm_fwd_bwd_bf16_16384x4096"] = cuda_median_ms(
+            lambda: fb(lambda a, c, e: F.layer_norm(a, (d,), c, e, eps), (xg, wg, bg), g), runs=10)
+        res["softmax_fwd_bwd_bf16_16384x4096"] = cuda_median_ms(
+            lambda: fb(lambda a: torch.softmax(a, -1), (xg,), g), runs=10)
+        res["logsumexp_fwd_bwd_bf16_16384x4096"] = cuda_median_ms(
+            lambda: fb(lambda a: torch.logsumexp(a, -1, keepdim=True), (xg,), gl), runs=10)
     if want("matmul"):
         torch.backends.cuda.matmul.allow_tf32 = False
         for m in (4096, 8192):
@@ -108,6 +144,20 @@ def floor_ms(name, copy_gbps):
         "max_last_f32_16384x16384": 4 * n,
         "softmax_last_bf16_16384x4096": 2 * 2 * 16384 * 4096,
     }
+    # The row ops on bf16 16384 x 4096 (2 bytes per element): the full-size arrays each must
+    # read and write at least once (row statistics and the 4096-element parameters are noise).
+    m = 2 * 16384 * 4096
+    bytes_.update({
+        "rms_norm_bf16_16384x4096": 2 * m,              # x; y
+        "add_rms_norm_bf16_16384x4096": 4 * m,          # x, r; h, y
+        "layer_norm_bf16_16384x4096": 2 * m,            # x; y
+        "logsumexp_last_bf16_16384x4096": m,            # x
+        "rms_norm_fwd_bwd_bf16_16384x4096": 5 * m,      # x; y | x, g; dx
+        "add_rms_norm_fwd_bwd_bf16_16384x4096": 7 * m,  # x, r; h, y | h, g; dh
+        "layer_norm_fwd_bwd_bf16_16384x4096": 5 * m,    # x; y | x, g; dx
+        "softmax_fwd_bwd_bf16_16384x4096": 5 * m,       # x; y | y, g; dx
+        "logsumexp_fwd_bwd_bf16_16384x4096": 3 * m,     # x | x; dx
+    })
     if name in bytes_:
         return bytes_[name] / (copy_gbps * 1e9) * 1e3
     if name.startswith("matmul_"):

@@ -21,10 +21,12 @@ namespace {
 // Median over `runs` of the time per op of `batch` independent copies of the workload
 // launched back to back and evaluated together (the launch and sync cost is spread as in
 // PyTorch's measurement, which brackets `batch` ops with CUDA events).
-double median_ms(int runs, int batch, const std::function<nx::array()>& make) {
+double median_ms(int runs, int batch, const std::function<std::vector<nx::array>()>& make) {
   auto once = [&] {
     std::vector<nx::array> ys;
-    for (int b = 0; b < batch; ++b) ys.push_back(make());
+    for (int b = 0; b < batch; ++b) {
+      for (auto& y : make()) ys.push_back(y);
+    }
     auto t0 = std::chrono::steady_clock::now();
     nx::eval(ys);
     auto t1 = std::chrono::steady_clock::now();
@@ -37,9 +39,25 @@ double median_ms(int runs, int batch, const std::function<nx::array()>& make) {
   return t[t.size() / 2];
 }
 
-void report(const char* name, int runs, const std::function<nx::array()>& make, int batch = 10) {
+// Reports a workload whose result is all of `make()`'s arrays (a forward and its gradients).
+void report_all(const char* name, int runs, const std::function<std::vector<nx::array>()>& make, int batch = 10) {
   std::printf("%s %.6f %d\n", name, median_ms(runs, batch, make), runs);
   std::fflush(stdout);
+}
+
+void report(const char* name, int runs, const std::function<nx::array()>& make, int batch = 10) {
+  report_all(name, runs, [&] { return std::vector<nx::array>{make()}; }, batch);
+}
+
+// The forward outputs of f and the gradients of its inputs for cotangent g, as one workload.
+std::vector<nx::array> forward_backward(
+    const std::function<nx::array(const std::vector<nx::array>&)>& f,
+    const std::vector<nx::array>& inputs,
+    const nx::array& g) {
+  auto [outs, grads] = nx::vjp(
+      [&](const std::vector<nx::array>& in) { return std::vector<nx::array>{f(in)}; }, inputs, {g});
+  grads.push_back(outs[0]);
+  return grads;
 }
 
 nx::array rand_gpu(const nx::Shape& shape, nx::Dtype dtype) {
@@ -80,6 +98,37 @@ int main(int argc, char** argv) {
     nx::array s = rand_gpu({16384, 4096}, nx::bfloat16);
     report("softmax_last_bf16_16384x4096", 20, [&] { return nx::softmax(s, -1); });
   }
+  if (want("norms")) {
+    // The fused row ops of a transformer block on bf16 16384 x 4096, forward and forward plus
+    // backward (bench/gpu_compare.py gives the bytes each must move).
+    const int rows = 16384, d = 4096;
+    const float eps = 1e-5f;
+    nx::array x = rand_gpu({rows, d}, nx::bfloat16);
+    nx::array r = rand_gpu({rows, d}, nx::bfloat16);
+    nx::array g = rand_gpu({rows, d}, nx::bfloat16);
+    nx::array w = rand_gpu({d}, nx::bfloat16);
+    nx::array b = rand_gpu({d}, nx::bfloat16);
+    nx::array gl = rand_gpu({rows, 1}, nx::bfloat16);
+    auto rms = [&](const std::vector<nx::array>& in) { return nx::fast::rms_norm(in[0], in[1], eps); };
+    auto add_rms = [&](const std::vector<nx::array>& in) {
+      return nx::fast::add_rms_norm(in[0], in[1], in[2], eps).second;
+    };
+    auto ln = [&](const std::vector<nx::array>& in) { return nx::fast::layer_norm(in[0], in[1], in[2], eps); };
+    auto sm = [&](const std::vector<nx::array>& in) { return nx::softmax(in[0], -1); };
+    auto lse = [&](const std::vector<nx::array>& in) { return nx::logsumexp(in[0], -1, true); };
+    report("rms_norm_bf16_16384x4096", 20, [&] { return rms({x, w}); });
+    report_all("add_rms_norm_bf16_16384x4096", 20, [&] {
+      auto [h, y] = nx::fast::add_rms_norm(x, r, w, eps);
+      return std::vector<nx::array>{h, y};
+    });
+    report("layer_norm_bf16_16384x4096", 20, [&] { return ln({x, w, b}); });
+    report("logsumexp_last_bf16_16384x4096", 20, [&] { return lse({x}); });
+    report_all("rms_norm_fwd_bwd_bf16_16384x4096", 10, [&] { return forward_backward(rms, {x, w}, g); });
+    report_all("add_rms_norm_fwd_bwd_bf16_16384x4096", 10, [&] { return forward_backward(add_rms, {x, r, w}, g); });
+    report_all("layer_norm_fwd_bwd_bf16_16384x4096", 10, [&] { return forward_backward(ln, {x, w, b}, g); });
+    report_all("softmax_fwd_bwd_bf16_16384x4096", 10, [&] { return forward_backward(sm, {x}, g); });
+    report_all("logsumexp_fwd_bwd_bf16_16384x4096", 10, [&] { return forward_backward(lse, {x}, gl); });
+  }
   if (want("matmul")) {
     for (int n : {4096, 8192}) {
       for (auto [dt, name] : {std::pair{nx::bfloat16, "bf16"}, std::pair{nx::float16, "f16"},
@@ -100,7 +149,7 @@ int main(int argc, char** argv) {
     double ms = median_ms(5, 1, [&] {
       nx::array y = x;
       for (int i = 0; i < ops; ++i) y = nx::add(y, x);
-      return y;
+      return std::vector<nx::array>{y};
     });
     std::printf("chain_10000_small_ops_per_op_us %.6f 5\n", ms * 1000.0 / ops);
   }
