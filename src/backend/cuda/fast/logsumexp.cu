@@ -4,7 +4,8 @@
 // float64); NaN anywhere in a row gives NaN; a row whose max is +-inf gives that infinity;
 // else max + log(sum(exp(x - max))). One pass of online (max, sum) accumulation
 // (device/online_softmax.cuh): TPR threads per row (a warp for rows up to 1024 elements,
-// several rows a block; a block of 256 beyond), coalesced loads, the partial (max, sum)
+// several rows a block; a block of 256 beyond), coalesced 16-byte vector loads where the
+// rows are aligned (each vector merged as one (max, sum) part), the partial (max, sum)
 // pairs merged by shuffles and, across warps, shared memory.
 #include <cstdint>
 #include <limits>
@@ -21,8 +22,9 @@ namespace {
 
 template <typename T, int TPR, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
-logsumexp_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t n) {
+logsumexp_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t n, bool aligned) {
   using A = cu::device_acc_t<T>;
+  constexpr int W = cu::kVec<T>;
   constexpr int kRows = BLOCK / TPR;
   constexpr int kWidth = TPR < 32 ? TPR : 32;
   const int lane = threadIdx.x % TPR;
@@ -31,10 +33,32 @@ logsumexp_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, in
   int nan = 0;
   if (row < rows) {
     const T* src = in + row * n;
-    for (int64_t i = lane; i < n; i += TPR) {
-      const A v = cu::to_acc(src[i]);
-      nan |= v != v;
-      cu::online_add(m, s, v);
+    if (aligned) {
+      // 16-byte vectors; each vector's own max first, so the running sum is rescaled once
+      // per vector rather than per element.
+      for (int64_t v = lane; v < n / W; v += TPR) {
+        const auto raw = cu::load_vec<W, cu::Load::ReadOnly>(src + v * W);
+        A a[W];
+        A vm = cu::neg_inf<A>();
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          a[j] = cu::to_acc(raw[j]);
+          nan |= a[j] != a[j];
+          vm = cu::max_no_nan(vm, a[j]);
+        }
+        A vs = 0;
+        if (vm != cu::neg_inf<A>()) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) vs += math::exp(a[j] - vm); // +inf: NaN, as online_add
+        }
+        cu::online_merge(m, s, vm, vs);
+      }
+    } else {
+      for (int64_t i = lane; i < n; i += TPR) {
+        const A v = cu::to_acc(src[i]);
+        nan |= v != v;
+        cu::online_add(m, s, v);
+      }
     }
   }
   // Every thread of the block reaches the merges (rows past the end hold the identity):
@@ -63,6 +87,7 @@ logsumexp_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, in
 
 template <typename T>
 void logsumexp_gpu(const T* src, T* dst, int64_t rows, int64_t n) {
+  const bool aligned = n % cu::kVec<T> == 0 && cu::is_aligned(src, 16);
   // Launches cover at most 2^31 - 1 blocks (the grid's x limit): more rows go in pieces.
   constexpr int64_t kMaxBlocks = (int64_t(1) << 31) - 1;
   constexpr int kWarpBlock = 128; // 4 rows of a warp each
@@ -73,9 +98,9 @@ void logsumexp_gpu(const T* src, T* dst, int64_t rows, int64_t n) {
     const int64_t r = rows - r0 < piece ? rows - r0 : piece;
     const unsigned blocks = static_cast<unsigned>((r + rows_per_block - 1) / rows_per_block);
     if (n <= 1024) {
-      logsumexp_kernel<T, 32, kWarpBlock><<<blocks, kWarpBlock, 0, cu::stream()>>>(src + r0 * n, dst + r0, r, n);
+      logsumexp_kernel<T, 32, kWarpBlock><<<blocks, kWarpBlock, 0, cu::stream()>>>(src + r0 * n, dst + r0, r, n, aligned);
     } else {
-      logsumexp_kernel<T, kRowBlock, kRowBlock><<<blocks, kRowBlock, 0, cu::stream()>>>(src + r0 * n, dst + r0, r, n);
+      logsumexp_kernel<T, kRowBlock, kRowBlock><<<blocks, kRowBlock, 0, cu::stream()>>>(src + r0 * n, dst + r0, r, n, aligned);
     }
     cu::check_launch("logsumexp_kernel");
   }

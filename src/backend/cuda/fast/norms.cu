@@ -60,9 +60,15 @@ __device__ __forceinline__ T finish(A v, const NormArgs<T>& p, int64_t i) {
   return y;
 }
 
-/// Register-resident rows: thread `lane` holds vectors lane, lane + BLOCK, ... of its row.
+/// Blocks per SM the register kernels ask the compiler to fit (1024 threads per SM: enough
+/// loads in flight to cover HBM latency; the row stays in registers as packed elements).
+template <int BLOCK>
+inline constexpr int kMinBlocks = BLOCK >= 1024 ? 1 : 1024 / BLOCK;
+
+/// Register-resident rows: thread `lane` holds vectors lane, lane + BLOCK, ... of its row
+/// (x, or h = x + r), as packed elements; padding slots hold zeros.
 template <typename T, Norm kind, int BLOCK>
-__global__ void __launch_bounds__(BLOCK) norm_regs_kernel(const NormArgs<T> p) {
+__global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(const NormArgs<T> p) {
   using A = cu::device_acc_t<T>;
   constexpr int W = cu::kVec<T>;
   __shared__ A buf[BLOCK / 32];
@@ -70,40 +76,42 @@ __global__ void __launch_bounds__(BLOCK) norm_regs_kernel(const NormArgs<T> p) {
   const int64_t n = p.n;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* xr = p.x + row * n;
-    A v[kVpt][W];
+    cu::Vec<T, W> v[kVpt];
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
-      if (p.aligned && base < n) {
-        const auto xv = cu::load_vec<W, cu::Load::ReadOnly>(xr + base);
-        if constexpr (kind == Norm::AddRms) {
-          const auto rv = cu::load_vec<W, cu::Load::ReadOnly>(p.r + row * n + base);
-          cu::Vec<T, W> hv;
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            hv[j] = cu::store_as<T>(cu::to_acc(xv[j]) + cu::to_acc(rv[j]));
-            v[k][j] = cu::to_acc(hv[j]);
-          }
-          cu::store_vec<W>(p.h + row * n + base, hv);
+      if (p.aligned) {
+        if (base < n) {
+          v[k] = cu::load_vec<W, cu::Load::ReadOnly>(xr + base);
         } else {
 #pragma unroll
-          for (int j = 0; j < W; ++j) v[k][j] = cu::to_acc(xv[j]);
+          for (int j = 0; j < W; ++j) v[k][j] = T(0.0f);
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < W; ++j) {
-          const int64_t i = base + j;
-          A a = A(0);
-          if (!p.aligned && i < n) {
-            if constexpr (kind == Norm::AddRms) {
-              const T h = cu::store_as<T>(cu::to_acc(xr[i]) + cu::to_acc(p.r[row * n + i]));
-              p.h[row * n + i] = h;
-              a = cu::to_acc(h);
-            } else {
-              a = cu::to_acc(xr[i]);
+        for (int j = 0; j < W; ++j) v[k][j] = base + j < n ? xr[base + j] : T(0.0f);
+      }
+    }
+    if constexpr (kind == Norm::AddRms) {
+      // h = x + r, rounded, stored, and normalised in place of x.
+#pragma unroll
+      for (int k = 0; k < kVpt; ++k) {
+        const int64_t base = (int64_t(k) * BLOCK + lane) * W;
+        if (p.aligned) {
+          if (base < n) {
+            const auto rv = cu::load_vec<W, cu::Load::ReadOnly>(p.r + row * n + base);
+#pragma unroll
+            for (int j = 0; j < W; ++j) v[k][j] = cu::store_as<T>(cu::to_acc(v[k][j]) + cu::to_acc(rv[j]));
+            cu::store_vec<W>(p.h + row * n + base, v[k]);
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < W; ++j) {
+            if (base + j < n) {
+              v[k][j] = cu::store_as<T>(cu::to_acc(v[k][j]) + cu::to_acc(p.r[row * n + base + j]));
+              p.h[row * n + base + j] = v[k][j];
             }
           }
-          v[k][j] = a; // padding slots hold 0: they add nothing to the sums
         }
       }
     }
@@ -113,7 +121,7 @@ __global__ void __launch_bounds__(BLOCK) norm_regs_kernel(const NormArgs<T> p) {
 #pragma unroll
       for (int k = 0; k < kVpt; ++k) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) s += v[k][j];
+        for (int j = 0; j < W; ++j) s += cu::to_acc(v[k][j]);
       }
       mean = cu::block_allreduce(s, Plus{}, buf) / A(n);
     }
@@ -123,10 +131,8 @@ __global__ void __launch_bounds__(BLOCK) norm_regs_kernel(const NormArgs<T> p) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
 #pragma unroll
       for (int j = 0; j < W; ++j) {
-        if (base + j < n) {
-          const A c = v[k][j] - mean;
-          ss += c * c;
-        }
+        const A c = cu::to_acc(v[k][j]) - mean;
+        if (kind != Norm::Layer || base + j < n) ss += c * c; // padding: x = 0 adds 0 for Rms
       }
     }
     const A inv = A(1) / ::sqrt(cu::block_allreduce(ss, Plus{}, buf) / A(n) + A(p.eps));
@@ -136,15 +142,22 @@ __global__ void __launch_bounds__(BLOCK) norm_regs_kernel(const NormArgs<T> p) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
       if (p.aligned) {
         if (base < n) {
-          cu::Vec<T, W> out;
+          cu::Vec<T, W> out, wv, bv;
+          if (p.w) wv = cu::load_vec<W, cu::Load::ReadOnly>(p.w + base);
+          if (p.b) bv = cu::load_vec<W, cu::Load::ReadOnly>(p.b + base);
 #pragma unroll
-          for (int j = 0; j < W; ++j) out[j] = finish<T, A>((v[k][j] - mean) * inv, p, base + j);
+          for (int j = 0; j < W; ++j) {
+            T y = cu::store_as<T>((cu::to_acc(v[k][j]) - mean) * inv);
+            if (p.w) y = cu::store_as<T>(cu::to_acc(y) * cu::to_acc(wv[j]));
+            if (p.b) y = cu::store_as<T>(cu::to_acc(y) + cu::to_acc(bv[j]));
+            out[j] = y;
+          }
           cu::store_vec<W>(yr + base, out);
         }
       } else {
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          if (base + j < n) yr[base + j] = finish<T, A>((v[k][j] - mean) * inv, p, base + j);
+          if (base + j < n) yr[base + j] = finish<T, A>((cu::to_acc(v[k][j]) - mean) * inv, p, base + j);
         }
       }
     }
@@ -262,15 +275,12 @@ void run_norm(
 // ---------------------------------------------------------------------------------------
 // Backward: dx per row, and the parameter gradients as deterministic column sums.
 //
-// A fixed grid of G = min(rows, kGradBlocks) blocks takes rows blockIdx.x, + G, ... in
-// order; each thread owns the same columns of every row it takes, so it accumulates their
+// A grid of G = min(rows, resident blocks) blocks (one wave, fixed for a device and build)
+// takes rows blockIdx.x, + G, ... in order; each thread owns the same columns of every row it takes, so it accumulates their
 // dw (and db) terms in registers (or, for rows longer than the registers hold, in its
 // block's row of the partial buffer, which no other thread touches). A second kernel adds
 // the G partial rows column by column in block order. Both orders are fixed, so the result
-// does not depend on the device or on scheduling.
-
-/// Blocks of the backward kernels (and partial rows of the parameter gradients).
-constexpr int64_t kGradBlocks = 1024;
+// does not depend on scheduling: repeated runs agree bit for bit.
 
 template <typename T>
 struct VjpArgs {
@@ -278,8 +288,8 @@ struct VjpArgs {
   const T* w; // null: absent (scale 1)
   const T* g;
   T* dx;
-  float* pw; // G x n partials of dw, or null when w is absent
-  float* pb; // G x n partials of db (LayerNorm with a bias), or null
+  cu::device_acc_t<T>* pw; // G x n partials of dw (in the accumulator type), or null when w is absent
+  cu::device_acc_t<T>* pb; // G x n partials of db (LayerNorm with a bias), or null
   int64_t rows;
   int64_t n;
   float eps;
@@ -300,18 +310,23 @@ struct Plus3 {
 /// Register-resident backward rows (thread `lane` holds vectors lane, lane + BLOCK, ...).
 /// kLayer: LayerNorm's formulas, else RmsNorm's.
 template <typename T, bool kLayer, int BLOCK>
-__global__ void __launch_bounds__(BLOCK) norm_vjp_regs_kernel(const VjpArgs<T> p) {
+__global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<BLOCK> / 2 : 1)
+    norm_vjp_regs_kernel(const VjpArgs<T> p) {
   using A = cu::device_acc_t<T>;
   constexpr int W = cu::kVec<T>;
   __shared__ A buf1[BLOCK / 32];
   __shared__ Sums3<A> buf3[BLOCK / 32];
   const int lane = threadIdx.x;
   const int64_t n = p.n;
-  A dw[kVpt][W], db[kVpt][W];
+  // Parameter-gradient partials of the thread's columns (db only for LayerNorm).
+  A dw[kVpt][W], db[kLayer ? kVpt : 1][kLayer ? W : 1];
 #pragma unroll
   for (int k = 0; k < kVpt; ++k) {
 #pragma unroll
-    for (int j = 0; j < W; ++j) dw[k][j] = db[k][j] = A(0);
+    for (int j = 0; j < W; ++j) {
+      dw[k][j] = A(0);
+      if constexpr (kLayer) db[k][j] = A(0);
+    }
   }
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     cu::Vec<T, W> xv[kVpt], gv[kVpt];
@@ -379,7 +394,7 @@ __global__ void __launch_bounds__(BLOCK) norm_vjp_regs_kernel(const VjpArgs<T> p
         out[j] = cu::store_as<T>((wg - mwg) * inv - c * k3);
         if (base + j < n) {
           dw[k][j] += gj * c * inv;
-          db[k][j] += gj;
+          if constexpr (kLayer) db[k][j] += gj;
         }
       }
       if (p.aligned) {
@@ -398,8 +413,10 @@ __global__ void __launch_bounds__(BLOCK) norm_vjp_regs_kernel(const VjpArgs<T> p
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       if (base + j < n) {
-        if (p.pw) p.pw[blockIdx.x * n + base + j] = float(dw[k][j]);
-        if (p.pb) p.pb[blockIdx.x * n + base + j] = float(db[k][j]);
+        if (p.pw) p.pw[blockIdx.x * n + base + j] = dw[k][j];
+        if constexpr (kLayer) {
+          if (p.pb) p.pb[blockIdx.x * n + base + j] = db[k][j];
+        }
       }
     }
   }
@@ -414,8 +431,8 @@ __global__ void __launch_bounds__(BLOCK) norm_vjp_looped_kernel(const VjpArgs<T>
   __shared__ Sums3<A> buf3[BLOCK / 32];
   const int64_t n = p.n;
   for (int64_t i = threadIdx.x; i < n; i += BLOCK) {
-    if (p.pw) p.pw[blockIdx.x * n + i] = 0.0f;
-    if (p.pb) p.pb[blockIdx.x * n + i] = 0.0f;
+    if (p.pw) p.pw[blockIdx.x * n + i] = A(0);
+    if (p.pb) p.pb[blockIdx.x * n + i] = A(0);
   }
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* xr = p.x + row * n;
@@ -443,39 +460,49 @@ __global__ void __launch_bounds__(BLOCK) norm_vjp_looped_kernel(const VjpArgs<T>
       const A gj = cu::to_acc(gr[i]);
       const A wg = gj * (p.w ? cu::to_acc(p.w[i]) : A(1));
       p.dx[row * n + i] = cu::store_as<T>((wg - mwg) * inv - c * k3);
-      if (p.pw) p.pw[blockIdx.x * n + i] += float(gj * c * inv);
-      if (p.pb) p.pb[blockIdx.x * n + i] += float(gj);
+      if (p.pw) p.pw[blockIdx.x * n + i] += gj * c * inv;
+      if (p.pb) p.pb[blockIdx.x * n + i] += gj;
     }
   }
 }
 
 /// out[j] = sum over the G partial rows of partial[b * n + j], in block order (deterministic).
 template <typename T>
-__global__ void column_sum_kernel(const float* partial, T* out, int64_t blocks, int64_t n) {
+__global__ void column_sum_kernel(const cu::device_acc_t<T>* partial, T* out, int64_t blocks, int64_t n) {
   NUVEC_CUDA_KERNEL_LOOP(j, n) {
-    float s = 0.0f;
+    cu::device_acc_t<T> s = 0;
     for (int64_t b = 0; b < blocks; ++b) s += partial[b * n + j];
     out[j] = cu::store_as<T>(s);
   }
 }
 
-template <typename T, bool kLayer, int BLOCK>
-void launch_vjp_regs(const VjpArgs<T>& p, unsigned grid) {
-  norm_vjp_regs_kernel<T, kLayer, BLOCK><<<grid, BLOCK, 0, cu::stream()>>>(p);
-  cu::check_launch("norm_vjp_regs_kernel");
+/// Launches `kernel` on min(rows, its resident blocks) blocks (one full wave: every block
+/// loops over the same number of rows, give or take one; the count is fixed for a device and
+/// build, so the partial sums always combine the same way), first allocating the partial
+/// buffers p marks as wanted (non-null) for that grid. Returns the grid.
+template <typename Kernel, typename T>
+int64_t launch_one_wave(Kernel kernel, int block, VjpArgs<T>& p, size_t partial_bytes_per_block) {
+  static const int resident = cu::resident_blocks(kernel, block);
+  const int64_t grid = std::min<int64_t>(p.rows, resident);
+  using A = cu::device_acc_t<T>;
+  if (p.pw) p.pw = static_cast<A*>(cu::scratch(partial_bytes_per_block * size_t(grid)));
+  if (p.pb) p.pb = static_cast<A*>(cu::scratch(partial_bytes_per_block * size_t(grid)));
+  kernel<<<static_cast<unsigned>(grid), block, 0, cu::stream()>>>(p);
+  cu::check_launch("norm_vjp_kernel");
+  return grid;
 }
 
 template <typename T, bool kLayer>
-void launch_vjp(const VjpArgs<T>& p, unsigned grid) {
+int64_t launch_vjp(VjpArgs<T>& p) {
   constexpr int64_t W = cu::kVec<T>;
   const int64_t vecs = (p.n + W - 1) / W;
-  // Up to 256 threads: each holds x, g and two partial accumulators per element.
-  if (vecs <= 32 * kVpt) return launch_vjp_regs<T, kLayer, 32>(p, grid);
-  if (vecs <= 64 * kVpt) return launch_vjp_regs<T, kLayer, 64>(p, grid);
-  if (vecs <= 128 * kVpt) return launch_vjp_regs<T, kLayer, 128>(p, grid);
-  if (vecs <= 256 * kVpt) return launch_vjp_regs<T, kLayer, 256>(p, grid);
-  norm_vjp_looped_kernel<T, kLayer, 512><<<grid, 512, 0, cu::stream()>>>(p);
-  cu::check_launch("norm_vjp_looped_kernel");
+  const size_t bytes = sizeof(cu::device_acc_t<T>) * size_t(p.n);
+  // Up to 256 threads: each holds x, g and the partial accumulators of its elements.
+  if (vecs <= 32 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 32>, 32, p, bytes);
+  if (vecs <= 64 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 64>, 64, p, bytes);
+  if (vecs <= 128 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 128>, 128, p, bytes);
+  if (vecs <= 256 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 256>, 256, p, bytes);
+  return launch_one_wave(norm_vjp_looped_kernel<T, kLayer, 512>, 512, p, bytes);
 }
 
 template <bool kLayer>
@@ -501,14 +528,15 @@ void run_norm_vjp(
       p.n = x.shape(-1);
       p.rows = static_cast<int64_t>(x.size()) / p.n;
       p.eps = eps;
-      const int64_t blocks = std::min<int64_t>(p.rows, kGradBlocks);
       const bool want_w = w.ndim() == 1, want_b = kLayer && b_in->ndim() == 1;
-      const size_t part = sizeof(float) * size_t(blocks * p.n);
-      p.pw = want_w ? static_cast<float*>(cu::scratch(part)) : nullptr;
-      p.pb = want_b ? static_cast<float*>(cu::scratch(part)) : nullptr;
+      // Non-null marks a wanted partial buffer; launch_vjp allocates it for its grid.
+      using A = cu::device_acc_t<T>;
+      static A marker;
+      p.pw = want_w ? &marker : nullptr;
+      p.pb = want_b ? &marker : nullptr;
       auto ok = [](const void* q) { return q == nullptr || cu::is_aligned(q, 16); };
       p.aligned = p.n % cu::kVec<T> == 0 && ok(p.x) && ok(p.g) && ok(p.w) && ok(p.dx);
-      launch_vjp<T, kLayer>(p, static_cast<unsigned>(blocks));
+      const int64_t blocks = launch_vjp<T, kLayer>(p);
       const unsigned cgrid = cu::grid_for(size_t(p.n), 256);
       // Absent parameters get the 0-d zero gradient.
       if (want_w) {
