@@ -9,7 +9,7 @@ bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^
 or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
 
 Usage: bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings [--only GROUP]
-GROUP: elementwise, reduce, softmax, norms, matmul, chain.
+GROUP: elementwise, reduce, softmax, norms, cross_entropy, matmul, chain.
 """
 import argparse
 import statistics
@@ -98,6 +98,23 @@ def torch_side(only):
             lambda: fb(lambda a: torch.softmax(a, -1), (xg,), g), runs=10)
         res["logsumexp_fwd_bwd_bf16_16384x4096"] = cuda_median_ms(
             lambda: fb(lambda a: torch.logsumexp(a, -1, keepdim=True), (xg,), gl), runs=10)
+    if want("cross_entropy"):
+        import torch.nn.functional as F
+
+        rows, vocab = 8192, 151936
+        x = torch.randn(rows, vocab, device=dev).to(torch.bfloat16)
+        t = torch.randint(0, vocab, (rows,), device=dev)
+        g = torch.randn(rows, device=dev)
+        res["cross_entropy_bf16_8192x151936"] = cuda_median_ms(
+            lambda: F.cross_entropy(x, t, reduction="none"), runs=10, batch=3)
+        xg = x.clone().requires_grad_(True)
+
+        def fb():
+            loss = F.cross_entropy(xg, t, reduction="none")
+            return torch.autograd.grad(loss, (xg,), g.to(loss.dtype)) + (loss,)
+
+        res["cross_entropy_fwd_bwd_bf16_8192x151936"] = cuda_median_ms(fb, runs=10, batch=3)
+        del x, xg
     if want("matmul"):
         torch.backends.cuda.matmul.allow_tf32 = False
         for m in (4096, 8192):
@@ -147,7 +164,10 @@ def floor_ms(name, copy_gbps):
     # The row ops on bf16 16384 x 4096 (2 bytes per element): the full-size arrays each must
     # read and write at least once (row statistics and the 4096-element parameters are noise).
     m = 2 * 16384 * 4096
+    ce = 2 * 8192 * 151936
     bytes_.update({
+        "cross_entropy_bf16_8192x151936": ce,               # logits
+        "cross_entropy_fwd_bwd_bf16_8192x151936": 3 * ce,   # logits | logits; dlogits
         "rms_norm_bf16_16384x4096": 2 * m,              # x; y
         "add_rms_norm_bf16_16384x4096": 4 * m,          # x, r; h, y
         "layer_norm_bf16_16384x4096": 2 * m,            # x; y

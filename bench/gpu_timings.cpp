@@ -129,6 +129,17 @@ int main(int argc, char** argv) {
     report_all("softmax_fwd_bwd_bf16_16384x4096", 10, [&] { return forward_backward(sm, {x}, g); });
     report_all("logsumexp_fwd_bwd_bf16_16384x4096", 10, [&] { return forward_backward(lse, {x}, gl); });
   }
+  if (want("cross_entropy")) {
+    // An LLM's loss: bf16 logits over a 151936-token vocabulary, 8192 positions.
+    const int rows = 8192, vocab = 151936;
+    nx::array x = rand_gpu({rows, vocab}, nx::bfloat16);
+    nx::array t = nx::astype(nx::random::randint(0, vocab, {rows}, nx::int32), nx::int32);
+    nx::array g = rand_gpu({rows}, nx::float32);
+    nx::eval(t);
+    auto ce = [&](const std::vector<nx::array>& in) { return nx::fast::cross_entropy(in[0], t); };
+    report("cross_entropy_bf16_8192x151936", 10, [&] { return ce({x}); }, 3);
+    report_all("cross_entropy_fwd_bwd_bf16_8192x151936", 10, [&] { return forward_backward(ce, {x}, g); }, 3);
+  }
   if (want("matmul")) {
     for (int n : {4096, 8192}) {
       for (auto [dt, name] : {std::pair{nx::bfloat16, "bf16"}, std::pair{nx::float16, "f16"},

@@ -55,4 +55,16 @@ array layer_norm(
     float eps,
     StreamOrDevice s = {});
 
+/// Cross entropy of class scores against class indices, per row of the last axis:
+///   loss = logsumexp(logits, -1) − logits[..., target],
+/// a negative target counting from the end (t + C); a target outside [−C, C) picks nothing
+/// (its loss is the logsumexp). Shapes: logits (..., C) with at least one axis; targets
+/// (...) (the logits' shape without the last axis), any integer dtype. The loss is float32
+/// (float64 for float64 logits), computed in that dtype whatever the logits' dtype. Throws
+/// std::invalid_argument naming cross_entropy for mismatched shapes, non-floating logits or
+/// non-integer targets. One CrossEntropy node (one read of the logits); its gradient for
+/// the logits, g · (softmax − onehot), is the one-pass CrossEntropyVjp kernel; there is none
+/// for the targets. nuvec's own (shared/seeds/001); nn::losses::cross_entropy uses it.
+array cross_entropy(const array& logits, const array& targets, StreamOrDevice s = {});
+
 } // namespace nuvec::fast

@@ -14,6 +14,7 @@
 #include "primitives/primitives.h"
 #include "primitives/random.h"
 #include "primitives/scan.h"
+#include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
 #include "fast/norms.h"
 #include "fast/softmax.h"
@@ -131,6 +132,8 @@ const std::vector<Row>& rows() {
       row<AddRmsNorm>("AddRmsNorm", R::SameRank),
       row<LayerNorm>("LayerNorm", R::SameRank),
       row<LayerNormVjp>("LayerNormVjp", R::SameRank),
+      row<CrossEntropy>("CrossEntropy", R::SameRank),
+      row<CrossEntropyVjp>("CrossEntropyVjp", R::SameRank),
       // indexing
       row<GatherAxis>("GatherAxis", R::Pinned),
       row<ScatterAxis>("ScatterAxis", R::Pinned),

@@ -2,6 +2,7 @@
 // MLX's python/mlx/nn/losses.py.
 #include "core/errors.h"
 #include "nuvec/nn/activations.h"
+#include "nuvec/fast.h"
 #include "nuvec/nn/losses.h"
 #include "nuvec/ops.h"
 #include "nuvec/utils.h"
@@ -64,6 +65,20 @@ array cross_entropy(
   }
   if (logits.ndim() == 0) throw_invalid_argument(op, "logits must have at least 1 dimension; got a scalar.");
   int ax = normalize_axis_index(axis, static_cast<int>(logits.ndim()), op);
+  const bool class_targets = targets.ndim() + 1 == logits.ndim();
+  if (class_targets && label_smoothing == 0 && issubdtype(logits.dtype(), floating) &&
+      issubdtype(targets.dtype(), integer)) {
+    // The fused CrossEntropy kernel (one read of the logits, a one-pass gradient), over the
+    // classes moved to the last axis; the loss in the logits' dtype, as MLX returns it.
+    const int last = static_cast<int>(logits.ndim()) - 1;
+    array x = ax == last ? logits : moveaxis(logits, ax, last);
+    array loss = astype(fast::cross_entropy(x, targets), logits.dtype());
+    if (weights) {
+      check_same_shape(*weights, loss, "weights and the per-example loss", op);
+      loss = loss * *weights;
+    }
+    return reduce(loss, reduction, op);
+  }
   array lse = logsumexp(logits, ax);
   array loss = lse;
   if (targets.ndim() == logits.ndim()) {

@@ -1,6 +1,7 @@
 // nuvec: eval_gpu of the fused primitives (Softmax, LogSumExp, the norms) in a CPU-only
 // build (see no_gpu.h).
 #include "backend/no_gpu/no_gpu.h"
+#include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
 #include "fast/norms.h"
 #include "fast/softmax.h"
@@ -14,5 +15,7 @@ NUVEC_NO_GPU(RmsNormVjp)
 NUVEC_NO_GPU(AddRmsNorm)
 NUVEC_NO_GPU(LayerNorm)
 NUVEC_NO_GPU(LayerNormVjp)
+NUVEC_NO_GPU(CrossEntropy)
+NUVEC_NO_GPU(CrossEntropyVjp)
 
 } // namespace nuvec

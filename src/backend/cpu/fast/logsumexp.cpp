@@ -14,27 +14,6 @@
 
 namespace nuvec {
 
-namespace {
-
-template <typename T>
-acc_t<T> logsumexp_row(const T* src, int64_t n) {
-  using A = acc_t<T>;
-  A m = -std::numeric_limits<A>::infinity();
-  bool nan = false;
-  for (int64_t i = 0; i < n; ++i) {
-    A v = static_cast<A>(src[i]);
-    nan = nan || v != v;
-    m = v > m ? v : m;
-  }
-  if (nan) return std::numeric_limits<A>::quiet_NaN();
-  if (math::is_inf(m)) return m; // all -inf, or a +inf: exp(x - 0) sums to 0 or inf
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(math::exp(static_cast<A>(src[i]) - m));
-  return m + static_cast<A>(std::log(s));
-}
-
-} // namespace
-
 void LogSumExp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   array& out = outputs[0];
   out.set_data(allocator::malloc(out.nbytes()));
@@ -44,7 +23,7 @@ void LogSumExp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
     if constexpr (is_float_v<T>) {
       T* dst = static_cast<T*>(out.raw_data());
       cpu::parallel_rows(static_cast<int64_t>(out.size()), rows.n, [&](int64_t r) {
-        dst[r] = static_cast<T>(logsumexp_row<T>(rows.row<T>(r), rows.n));
+        dst[r] = static_cast<T>(cpu::logsumexp_row<T>(rows.row<T>(r), rows.n));
       });
     } else {
       throw std::invalid_argument("[logsumexp] the LogSumExp kernel takes real floating inputs.");

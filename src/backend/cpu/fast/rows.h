@@ -2,7 +2,12 @@
 // last axis (copied only when that axis is strided), and the split of rows over the pool.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
+
+#include "backend/common/dispatch.h"
+#include "backend/common/math/functions.h"
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
@@ -53,6 +58,27 @@ void parallel_rows(int64_t rows, int64_t n, F&& row_fn) {
     int64_t r1 = (static_cast<int64_t>(end) + n - 1) / n;
     for (int64_t r = r0; r < r1; ++r) row_fn(r);
   });
+}
+
+/// log(sum(exp(x))) of one row of n elements, in acc_t<T>: the max, then sum(exp(x − max)) in
+/// double (a row of 1e5 float terms would lose ~1e-5 to sequential rounding), then max +
+/// log(sum). NaN anywhere gives NaN; a row whose max is ±inf gives that infinity (the
+/// LogSumExp fallback's special cases; CrossEntropy shares them).
+template <typename T>
+acc_t<T> logsumexp_row(const T* src, int64_t n) {
+  using A = acc_t<T>;
+  A m = -std::numeric_limits<A>::infinity();
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    A v = static_cast<A>(src[i]);
+    nan = nan || v != v;
+    m = v > m ? v : m;
+  }
+  if (nan) return std::numeric_limits<A>::quiet_NaN();
+  if (math::is_inf(m)) return m; // all -inf, or a +inf: exp(x - 0) sums to 0 or inf
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(math::exp(static_cast<A>(src[i]) - m));
+  return m + static_cast<A>(std::log(s));
 }
 
 } // namespace nuvec::cpu

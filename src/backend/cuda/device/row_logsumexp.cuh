@@ -1,0 +1,75 @@
+// nuvec: the logsumexp of one row by a group of TPR threads (a warp's lanes, or a whole
+// block when TPR > 32), the core of the LogSumExp and CrossEntropy kernels. One pass of
+// online (max, sum) accumulation (online_softmax.cuh): 16-byte vectors where the row is
+// aligned, each vector merged as one (max, sum) part, so the running sum is rescaled once per
+// vector; then the group's parts merged by shuffles and, across warps, shared memory.
+// Semantics (the LogSumExp fallback's): NaN anywhere gives NaN; a row whose max is ±inf
+// gives that infinity; else max + log(sum(exp(x − max))). Host-free device code.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "backend/common/math/functions.h"
+#include "backend/cuda/device/convert.cuh"
+#include "backend/cuda/device/online_softmax.cuh"
+#include "backend/cuda/device/vector.cuh"
+#include "backend/cuda/device/warp.cuh"
+
+namespace nuvec::cu {
+
+/// The logsumexp (in math::compute_t<T>) of src[0, n), returned to every thread of the
+/// group; `lane` is the thread's index in its group. Every thread of the block must call it
+/// (src null for a group past the last row: it then contributes the identity). `aligned`:
+/// src is 16-byte aligned and n a multiple of 16 / sizeof(T).
+template <typename T, int TPR>
+__device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_t n, int lane, bool aligned) {
+  using A = math::compute_t<T>;
+  constexpr int W = vec_elems<T>();
+  constexpr int kWidth = TPR < 32 ? TPR : 32;
+  A m = neg_inf<A>(), s = 0;
+  int nan = 0;
+  if (src) {
+    if (aligned) {
+      for (int64_t v = lane; v < n / W; v += TPR) {
+        const auto raw = load_vec<W, Load::ReadOnly>(src + v * W);
+        A a[W];
+        A vm = neg_inf<A>();
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          a[j] = to_acc(raw[j]);
+          nan |= a[j] != a[j];
+          vm = max_no_nan(vm, a[j]);
+        }
+        A vs = 0;
+        if (vm != neg_inf<A>()) {
+#pragma unroll
+          for (int j = 0; j < W; ++j) vs += math::exp(a[j] - vm); // +inf: NaN, as online_add
+        }
+        online_merge(m, s, vm, vs);
+      }
+    } else {
+      for (int64_t i = lane; i < n; i += TPR) {
+        const A v = to_acc(src[i]);
+        nan |= v != v;
+        online_add(m, s, v);
+      }
+    }
+  }
+  const auto either = [](int a, int b) { return a | b; };
+  OnlineMaxSum<A> ms{m, s};
+  if constexpr (TPR > 32) {
+    __shared__ OnlineMaxSum<A> buf_ms[TPR / 32];
+    __shared__ int buf_nan[TPR / 32];
+    ms = block_allreduce(ms, OnlineMerge{}, buf_ms);
+    nan = block_allreduce(nan, either, buf_nan);
+  } else {
+    ms = warp_allreduce(ms, kWidth, OnlineMerge{});
+    nan = warp_allreduce(nan, kWidth, either);
+  }
+  if (nan) return std::numeric_limits<A>::quiet_NaN();
+  if (ms.m == std::numeric_limits<A>::infinity() || ms.m == neg_inf<A>()) return ms.m;
+  return ms.m + math::log(ms.s);
+}
+
+} // namespace nuvec::cu
