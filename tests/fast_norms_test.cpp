@@ -80,7 +80,7 @@ void expect_backward_matches(const std::vector<array>& inputs, float eps, Dtype 
 
 TEST(FastNormKernels, KernelsMatchTheirFallbacks) {
   for (Dtype dt : {float64, float32, float16, bfloat16}) {
-    for (int d : {1, 3, 64, 4097, (1 << 17) + 5}) {
+    for (int d : {1, 3, 64, 4097, 12000, 30001, (1 << 17) + 5}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d));
       const int rows = d > 5000 ? 3 : 9;
       array x = rows_of({rows, d}, dt), r = rows_of({rows, d}, dt);
@@ -160,7 +160,7 @@ TEST(FastNormKernels, Float64AgainstALoop) {
 TEST(FastNormKernels, GpuMatchesCpu) {
   if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
   for (Dtype dt : {float32, bfloat16, float16}) {
-    for (int d : {3, 4096, 4099, (1 << 17) + 5}) {
+    for (int d : {3, 4096, 4099, 12000, 30001, (1 << 17) + 5}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d));
       array x = rows_of({5, d}, dt), r = rows_of({5, d}, dt), w = rows_of({d}, dt), b = rows_of({d}, dt);
       const double tol = tol_of(dt) * 2;

@@ -55,6 +55,36 @@ array layer_norm(
     float eps,
     StreamOrDevice s = {});
 
+/// Rotary position embeddings (Su et al., "RoFormer", 2021) of the first `dims` features of
+/// every row of x [B, ..., T, D]: row (b, ..., t) is at position p = (offset[b] + t) · scale,
+/// and its feature pairs (i, i + dims/2) — or (2i, 2i + 1) when `traditional` — are rotated by
+/// the angle p · inv_freq_i, with inv_freq_i = base^(−2i / dims) or 1 / freqs[i]; the other
+/// features pass through. cos and sin are rounded to x's dtype and the rotation runs in it
+/// (MLX's fallback). Shapes: x with at least 3 axes; offset a scalar or [B] (any integer
+/// dtype); freqs [dims / 2] (exactly one of base and freqs). Throws std::invalid_argument
+/// naming rope for fewer than 3 axes, a non-floating x, dims odd, non-positive or above D, a
+/// bad offset, or both or neither of base and freqs. One Rope node (CPU and CUDA kernels); its
+/// gradient is the inverse rotation (none for offset and freqs). Source: MLX's fast::rope.
+array rope(
+    const array& x,
+    int dims,
+    bool traditional,
+    std::optional<float> base,
+    float scale,
+    int offset,
+    const std::optional<array>& freqs = std::nullopt,
+    StreamOrDevice s = {});
+/// rope with the offset an array: a scalar, or one offset per batch row ([B]).
+array rope(
+    const array& x,
+    int dims,
+    bool traditional,
+    std::optional<float> base,
+    float scale,
+    const array& offset,
+    const std::optional<array>& freqs = std::nullopt,
+    StreamOrDevice s = {});
+
 /// Cross entropy of class scores against class indices, per row of the last axis:
 ///   loss = logsumexp(logits, -1) − logits[..., target],
 /// a negative target counting from the end (t + C); a target outside [−C, C) picks nothing

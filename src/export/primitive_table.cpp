@@ -17,6 +17,7 @@
 #include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
 #include "fast/norms.h"
+#include "fast/rope.h"
 #include "fast/softmax.h"
 #include "primitives/partition.h"
 
@@ -134,6 +135,7 @@ const std::vector<Row>& rows() {
       row<LayerNormVjp>("LayerNormVjp", R::SameRank),
       row<CrossEntropy>("CrossEntropy", R::SameRank),
       row<CrossEntropyVjp>("CrossEntropyVjp", R::SameRank),
+      row<Rope>("Rope", R::SameRank),
       // indexing
       row<GatherAxis>("GatherAxis", R::Pinned),
       row<ScatterAxis>("ScatterAxis", R::Pinned),

@@ -194,6 +194,15 @@ array RMSNorm::forward(const array& x) {
   return fast::rms_norm(x, param("weight"), eps_); // the fused RmsNorm kernel, as MLX's nn.RMSNorm
 }
 
+RoPE::RoPE(int dims, bool traditional, float base, float scale)
+    : dims_(dims), traditional_(traditional), base_(base), scale_(scale) {
+  check_positive("nn.RoPE", "dims", dims);
+}
+
+array RoPE::forward(const array& x, int offset) {
+  return fast::rope(x, dims_, traditional_, base_, scale_, offset);
+}
+
 LayerNorm::LayerNorm(int dims, float eps, bool affine, bool bias) : dims_(dims), eps_(eps) {
   check_positive("nn.LayerNorm", "dims", dims);
   if (affine) {

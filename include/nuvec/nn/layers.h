@@ -98,7 +98,7 @@ class Embedding : public Module {
 
 /// y = x * rsqrt(mean(x^2, -1) + eps) * weight; weight (dims) ones. x: (..., dims).
 /// Throws std::invalid_argument ("[nn.RMSNorm] ...") when the last axis is not dims.
-/// Source: MLX nn.RMSNorm (eps 1e-5).
+/// Runs fast::rms_norm (the fused RmsNorm kernel). Source: MLX nn.RMSNorm (eps 1e-5).
 class RMSNorm : public Module {
  public:
   explicit RMSNorm(int dims, float eps = 1e-5f);
@@ -108,6 +108,24 @@ class RMSNorm : public Module {
  private:
   int dims_;
   float eps_;
+};
+
+/// Rotary position embeddings as a layer: forward(x, offset) = fast::rope(x, dims,
+/// traditional, base, scale, offset) over x [B, ..., T, D] (no parameters). Throws
+/// std::invalid_argument as fast::rope does. Source: MLX nn.RoPE (traditional false, base
+/// 10000, scale 1).
+class RoPE : public Module {
+ public:
+  explicit RoPE(int dims, bool traditional = false, float base = 10000.0f, float scale = 1.0f);
+  std::string name() const override { return "RoPE"; }
+  array forward(const array& x) override { return forward(x, 0); }
+  array forward(const array& x, int offset);
+
+ private:
+  int dims_;
+  bool traditional_;
+  float base_;
+  float scale_;
 };
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance);

@@ -4,6 +4,7 @@
 #include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
 #include "fast/norms.h"
+#include "fast/rope.h"
 #include "fast/softmax.h"
 
 namespace nuvec {
@@ -17,5 +18,6 @@ NUVEC_NO_GPU(LayerNorm)
 NUVEC_NO_GPU(LayerNormVjp)
 NUVEC_NO_GPU(CrossEntropy)
 NUVEC_NO_GPU(CrossEntropyVjp)
+NUVEC_NO_GPU(Rope)
 
 } // namespace nuvec

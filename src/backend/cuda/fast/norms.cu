@@ -2,10 +2,11 @@
 // src/fast/norms.cpp; semantics are the CPU kernels', src/backend/cpu/fast/norms.cpp):
 // statistics in float (double for float64), rounding where the fallback graph rounds.
 //
-// One block per row (grid-stride over rows). Rows up to BLOCK * kVpt vectors are held in
-// registers: each element is read once, the statistics reduced across the block
-// (device/warp.cuh), and each output written once; the block size is the smallest power of
-// two from 32 to 1024 that holds the row. Longer rows stream from global memory once per
+// One block per row (grid-stride over rows). Rows up to 1024 threads x 4 vectors are held in
+// registers: one vector per thread while the block (32 to 1024 threads, the smallest power
+// of two that holds the row) can grow, then 2 or 4 vectors per thread of 1024. Each element
+// is read once, the statistics reduced across the block (device/warp.cuh), and each output
+// written once. Longer rows stream from global memory once per
 // statistic and once for the output (the re-reads of a row mostly hit L2). Inputs whose rows
 // are not dense and row-major are copied to that form first.
 //
@@ -25,9 +26,6 @@ namespace nuvec {
 namespace {
 
 enum class Norm { Rms, AddRms, Layer };
-
-/// Vectors per thread of the register-resident kernel.
-constexpr int kVpt = 4;
 
 struct Plus {
   template <typename A>
@@ -67,7 +65,7 @@ inline constexpr int kMinBlocks = BLOCK >= 1024 ? 1 : 1024 / BLOCK;
 
 /// Register-resident rows: thread `lane` holds vectors lane, lane + BLOCK, ... of its row
 /// (x, or h = x + r), as packed elements; padding slots hold zeros.
-template <typename T, Norm kind, int BLOCK>
+template <typename T, Norm kind, int BLOCK, int VPT>
 __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(const NormArgs<T> p) {
   using A = cu::device_acc_t<T>;
   constexpr int W = cu::kVec<T>;
@@ -76,9 +74,9 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(con
   const int64_t n = p.n;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* xr = p.x + row * n;
-    cu::Vec<T, W> v[kVpt];
+    cu::Vec<T, W> v[VPT];
 #pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
+    for (int k = 0; k < VPT; ++k) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
       if (p.aligned) {
         if (base < n) {
@@ -95,7 +93,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(con
     if constexpr (kind == Norm::AddRms) {
       // h = x + r, rounded, stored, and normalised in place of x.
 #pragma unroll
-      for (int k = 0; k < kVpt; ++k) {
+      for (int k = 0; k < VPT; ++k) {
         const int64_t base = (int64_t(k) * BLOCK + lane) * W;
         if (p.aligned) {
           if (base < n) {
@@ -119,7 +117,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(con
     if constexpr (kind == Norm::Layer) {
       A s = A(0);
 #pragma unroll
-      for (int k = 0; k < kVpt; ++k) {
+      for (int k = 0; k < VPT; ++k) {
 #pragma unroll
         for (int j = 0; j < W; ++j) s += cu::to_acc(v[k][j]);
       }
@@ -127,7 +125,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(con
     }
     A ss = A(0);
 #pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
+    for (int k = 0; k < VPT; ++k) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
 #pragma unroll
       for (int j = 0; j < W; ++j) {
@@ -138,7 +136,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(con
     const A inv = A(1) / ::sqrt(cu::block_allreduce(ss, Plus{}, buf) / A(n) + A(p.eps));
     T* yr = p.y + row * n;
 #pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
+    for (int k = 0; k < VPT; ++k) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
       if (p.aligned) {
         if (base < n) {
@@ -199,23 +197,27 @@ __global__ void __launch_bounds__(BLOCK) norm_looped_kernel(const NormArgs<T> p)
   }
 }
 
-template <typename T, Norm kind, int BLOCK>
+template <typename T, Norm kind, int BLOCK, int VPT>
 void launch_regs(const NormArgs<T>& p) {
-  static const int resident = cu::resident_blocks(norm_regs_kernel<T, kind, BLOCK>, BLOCK);
-  norm_regs_kernel<T, kind, BLOCK><<<cu::grid_blocks(p.rows, resident), BLOCK, 0, cu::stream()>>>(p);
+  static const int resident = cu::resident_blocks(norm_regs_kernel<T, kind, BLOCK, VPT>, BLOCK);
+  norm_regs_kernel<T, kind, BLOCK, VPT><<<cu::grid_blocks(p.rows, resident), BLOCK, 0, cu::stream()>>>(p);
   cu::check_launch("norm_regs_kernel");
 }
 
+/// One vector per thread while a block of up to 1024 threads holds the row (few registers,
+/// many threads in flight), then 2 or 4 vectors per thread of 1024; longer rows stream.
 template <typename T, Norm kind>
 void launch_norm(const NormArgs<T>& p) {
   constexpr int64_t W = cu::kVec<T>;
   const int64_t vecs = (p.n + W - 1) / W;
-  if (vecs <= 32 * kVpt) return launch_regs<T, kind, 32>(p);
-  if (vecs <= 64 * kVpt) return launch_regs<T, kind, 64>(p);
-  if (vecs <= 128 * kVpt) return launch_regs<T, kind, 128>(p);
-  if (vecs <= 256 * kVpt) return launch_regs<T, kind, 256>(p);
-  if (vecs <= 512 * kVpt) return launch_regs<T, kind, 512>(p);
-  if (vecs <= 1024 * kVpt && sizeof(T) < 8) return launch_regs<T, kind, 1024>(p);
+  if (vecs <= 32) return launch_regs<T, kind, 32, 1>(p);
+  if (vecs <= 64) return launch_regs<T, kind, 64, 1>(p);
+  if (vecs <= 128) return launch_regs<T, kind, 128, 1>(p);
+  if (vecs <= 256) return launch_regs<T, kind, 256, 1>(p);
+  if (vecs <= 512) return launch_regs<T, kind, 512, 1>(p);
+  if (vecs <= 1024) return launch_regs<T, kind, 1024, 1>(p);
+  if (vecs <= 2048) return launch_regs<T, kind, 1024, 2>(p);
+  if (vecs <= 4096 && sizeof(T) < 8) return launch_regs<T, kind, 1024, 4>(p);
   constexpr int kBlock = 512;
   static const int resident = cu::resident_blocks(norm_looped_kernel<T, kind, kBlock>, kBlock);
   norm_looped_kernel<T, kind, kBlock><<<cu::grid_blocks(p.rows, resident), kBlock, 0, cu::stream()>>>(p);
@@ -309,7 +311,7 @@ struct Plus3 {
 
 /// Register-resident backward rows (thread `lane` holds vectors lane, lane + BLOCK, ...).
 /// kLayer: LayerNorm's formulas, else RmsNorm's.
-template <typename T, bool kLayer, int BLOCK>
+template <typename T, bool kLayer, int BLOCK, int VPT>
 __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<BLOCK> / 2 : 1)
     norm_vjp_regs_kernel(const VjpArgs<T> p) {
   using A = cu::device_acc_t<T>;
@@ -319,9 +321,9 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
   const int lane = threadIdx.x;
   const int64_t n = p.n;
   // Parameter-gradient partials of the thread's columns (db only for LayerNorm).
-  A dw[kVpt][W], db[kLayer ? kVpt : 1][kLayer ? W : 1];
+  A dw[VPT][W], db[kLayer ? VPT : 1][kLayer ? W : 1];
 #pragma unroll
-  for (int k = 0; k < kVpt; ++k) {
+  for (int k = 0; k < VPT; ++k) {
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       dw[k][j] = A(0);
@@ -329,9 +331,9 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
     }
   }
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    cu::Vec<T, W> xv[kVpt], gv[kVpt];
+    cu::Vec<T, W> xv[VPT], gv[VPT];
 #pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
+    for (int k = 0; k < VPT; ++k) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
       if (p.aligned) {
         if (base < n) {
@@ -355,7 +357,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
     if constexpr (kLayer) {
       A s = A(0);
 #pragma unroll
-      for (int k = 0; k < kVpt; ++k) {
+      for (int k = 0; k < VPT; ++k) {
 #pragma unroll
         for (int j = 0; j < W; ++j) s += cu::to_acc(xv[k][j]);
       }
@@ -364,7 +366,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
     // a: sum of c², b: sum of w·g, c: sum of w·g·c, with c = x - mean (x for RmsNorm).
     Sums3<A> t{A(0), A(0), A(0)};
 #pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
+    for (int k = 0; k < VPT; ++k) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
 #pragma unroll
       for (int j = 0; j < W; ++j) {
@@ -383,7 +385,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
     const A k3 = t.c / A(n) * inv * inv * inv;
     T* dxr = p.dx + row * n;
 #pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
+    for (int k = 0; k < VPT; ++k) {
       const int64_t base = (int64_t(k) * BLOCK + lane) * W;
       cu::Vec<T, W> out;
 #pragma unroll
@@ -408,7 +410,7 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
     }
   }
 #pragma unroll
-  for (int k = 0; k < kVpt; ++k) {
+  for (int k = 0; k < VPT; ++k) {
     const int64_t base = (int64_t(k) * BLOCK + lane) * W;
 #pragma unroll
     for (int j = 0; j < W; ++j) {
@@ -497,11 +499,15 @@ int64_t launch_vjp(VjpArgs<T>& p) {
   constexpr int64_t W = cu::kVec<T>;
   const int64_t vecs = (p.n + W - 1) / W;
   const size_t bytes = sizeof(cu::device_acc_t<T>) * size_t(p.n);
-  // Up to 256 threads: each holds x, g and the partial accumulators of its elements.
-  if (vecs <= 32 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 32>, 32, p, bytes);
-  if (vecs <= 64 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 64>, 64, p, bytes);
-  if (vecs <= 128 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 128>, 128, p, bytes);
-  if (vecs <= 256 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 256>, 256, p, bytes);
+  // One vector per thread up to 1024 threads, then 2 or 4: each thread holds x, g and the
+  // partial accumulators of its elements.
+  if (vecs <= 32) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 32, 1>, 32, p, bytes);
+  if (vecs <= 64) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 64, 1>, 64, p, bytes);
+  if (vecs <= 128) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 128, 1>, 128, p, bytes);
+  if (vecs <= 256) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 256, 1>, 256, p, bytes);
+  if (vecs <= 512) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 512, 1>, 512, p, bytes);
+  if (vecs <= 1024) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 1024, 1>, 1024, p, bytes);
+  if (vecs <= 2048 && sizeof(T) < 8) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 1024, 2>, 1024, p, bytes);
   return launch_one_wave(norm_vjp_looped_kernel<T, kLayer, 512>, 512, p, bytes);
 }
 

@@ -1,0 +1,47 @@
+// nuvec: the Rope fused primitive (rotary position embeddings, shared/seeds/001; MLX's
+// fast::rope). Op, fallback graph and rules in src/fast/rope.cpp; kernels in
+// src/backend/cpu/fast/rope.cpp and src/backend/cuda/fast/rope.cu, tested against the fallback
+// (tests/fast_rope_test.cpp).
+#pragma once
+
+#include "fast/fast_primitive.h"
+
+namespace nuvec {
+
+/// (x [B, ..., T, D] real floating, offset int32 (a scalar or [B]) [, freqs float32
+/// [dims / 2]]) -> x with its first `dims` features of row (b, ..., t) rotated pairwise by
+/// theta_i = (t + offset[b]) · scale · inv_freq_i, inv_freq_i = base^(−i / (dims/2)) or
+/// 1 / freqs_i. Pairs are (i, i + dims/2), or (2i, 2i + 1) when `traditional`. cos and sin are
+/// rounded to x's dtype and the rotation runs in it, as the fallback graph does (the seed's
+/// rope_graph). `forward` false is the inverse rotation, which is the vjp. vmap keeps the
+/// kernel for a scalar offset and a batch axis off the last two.
+class Rope : public fast::FastPrimitive {
+ public:
+  Rope(Stream stream, int dims, bool traditional, float base, float scale, bool forward);
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::tuple<int, bool, float, float, bool> state() const {
+    return {dims_, traditional_, base_, scale_, forward_};
+  }
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<array> vjp(
+      const std::vector<array>& primals,
+      const std::vector<array>& cotangents,
+      const std::vector<int>& argnums,
+      const std::vector<array>& outputs) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(
+      const std::vector<array>& inputs, const std::vector<int>& axes) override;
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const char* name() const override;
+
+ private:
+  int dims_;
+  bool traditional_;
+  float base_; // unused when freqs are given
+  float scale_;
+  bool forward_;
+};
+
+} // namespace nuvec
