@@ -9,7 +9,7 @@ bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^
 or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
 
 Usage: bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings [--only GROUP]
-GROUP: elementwise, reduce, softmax, norms, cross_entropy, matmul, chain.
+GROUP: elementwise, reduce, softmax, norms, cross_entropy, rope, matmul, chain.
 """
 import argparse
 import statistics
@@ -115,6 +115,22 @@ def torch_side(only):
 
         res["cross_entropy_fwd_bwd_bf16_8192x151936"] = cuda_median_ms(fb, runs=10, batch=3)
         del x, xg
+    if want("rope"):
+        # PyTorch's eager rotate-half (transformers' apply_rotary_pos_emb) with the cos and sin
+        # tables built per call, as nuvec computes its angles per call.
+        def rope_eager(x, offset):
+            t = x.shape[-2]
+            inv = 1.0 / (10000.0 ** (torch.arange(0, 128, 2, device=dev, dtype=torch.float32) / 128))
+            pos = torch.arange(offset, offset + t, device=dev, dtype=torch.float32)
+            emb = torch.cat([torch.outer(pos, inv)] * 2, -1)
+            cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+            x1, x2 = x[..., :64], x[..., 64:]
+            return x * cos + torch.cat((-x2, x1), -1) * sin
+
+        q = torch.randn(1, 32, 16384, 128, device=dev).to(torch.bfloat16)
+        qd = torch.randn(32, 32, 1, 128, device=dev).to(torch.bfloat16)
+        res["rope_bf16_1x32x16384x128"] = cuda_median_ms(lambda: rope_eager(q, 0))
+        res["rope_decode_bf16_32x32x1x128"] = cuda_median_ms(lambda: rope_eager(qd, 4096))
     if want("matmul"):
         torch.backends.cuda.matmul.allow_tf32 = False
         for m in (4096, 8192):
@@ -165,6 +181,8 @@ def floor_ms(name, copy_gbps):
     # read and write at least once (row statistics and the 4096-element parameters are noise).
     m = 2 * 16384 * 4096
     ce = 2 * 8192 * 151936
+    bytes_["rope_bf16_1x32x16384x128"] = 2 * 2 * 32 * 16384 * 128      # x; y
+    bytes_["rope_decode_bf16_32x32x1x128"] = 2 * 2 * 32 * 32 * 128
     bytes_.update({
         "cross_entropy_bf16_8192x151936": ce,               # logits
         "cross_entropy_fwd_bwd_bf16_8192x151936": 3 * ce,   # logits | logits; dlogits

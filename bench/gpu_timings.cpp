@@ -140,6 +140,13 @@ int main(int argc, char** argv) {
     report("cross_entropy_bf16_8192x151936", 10, [&] { return ce({x}); }, 3);
     report_all("cross_entropy_fwd_bwd_bf16_8192x151936", 10, [&] { return forward_backward(ce, {x}, g); }, 3);
   }
+  if (want("rope")) {
+    // Prefill [1, 32, 16384, 128] and decode [32, 32, 1, 128] in bf16, all 128 features.
+    nx::array q = rand_gpu({1, 32, 16384, 128}, nx::bfloat16);
+    nx::array qd = rand_gpu({32, 32, 1, 128}, nx::bfloat16);
+    report("rope_bf16_1x32x16384x128", 20, [&] { return nx::fast::rope(q, 128, false, 10000.0f, 1.0f, 0); });
+    report("rope_decode_bf16_32x32x1x128", 20, [&] { return nx::fast::rope(qd, 128, false, 10000.0f, 1.0f, 4096); });
+  }
   if (want("matmul")) {
     for (int n : {4096, 8192}) {
       for (auto [dt, name] : {std::pair{nx::bfloat16, "bf16"}, std::pair{nx::float16, "f16"},

@@ -140,3 +140,41 @@ TEST(FastRope, RoPELayer) {
   EXPECT_STREQ(y.primitive().name(), "Rope");
   expect_allclose(y, fast::rope(x, 8, false, 10000.0f, 1.0f, 4), 0, 0);
 }
+
+TEST(FastNormRope, ComposesNormRopeAndTheCacheWrite) {
+  array x = randn({2, 3, 4, 16}, float32), w = randn({16}, float32);
+  fast::Rotation rot{8, false, 10000.0f, 1.0f, std::nullopt};
+  // Normalised and rotated rows.
+  array want = fast::rope(fast::rms_norm(x, w, 1e-5f), 8, false, 10000.0f, 1.0f, 5);
+  expect_allclose(fast::norm_rope(x, w, 1e-5f, rot, 5), want, 0, 0);
+  // No norm: rope alone.
+  expect_allclose(fast::norm_rope(x, std::nullopt, std::nullopt, rot, 5),
+                  fast::rope(x, 8, false, 10000.0f, 1.0f, 5), 0, 0);
+  // With a cache: rows land at positions 5..8, the rest of the cache is untouched.
+  array cache = randn({2, 3, 12, 16}, float32);
+  array updated = fast::norm_rope(x, w, 1e-5f, rot, 5, cache);
+  expect_allclose(slice(updated, {0, 0, 5, 0}, {2, 3, 9, 16}), want, 0, 0);
+  expect_allclose(slice(updated, {0, 0, 0, 0}, {2, 3, 5, 16}), slice(cache, {0, 0, 0, 0}, {2, 3, 5, 16}), 0, 0);
+  expect_allclose(slice(updated, {0, 0, 9, 0}, {2, 3, 12, 16}), slice(cache, {0, 0, 9, 0}, {2, 3, 12, 16}), 0, 0);
+  // Traditional pairs and freqs.
+  fast::Rotation rf{16, true, std::nullopt, 0.5f, add(abs(randn({8}, float32)), array(0.1f))};
+  expect_allclose(fast::norm_rope(x, std::nullopt, 1e-6f, rf, 0),
+                  fast::rope(fast::rms_norm(x, std::nullopt, 1e-6f), 16, true, std::nullopt, 0.5f, 0, rf.freqs), 0, 0);
+  // Gradients flow through the fused nodes.
+  check_grad([&](const std::vector<array>& in) {
+    return fast::norm_rope(in[0], in[1], 1e-5f, fast::Rotation{8, false, 100.0f, 1.0f, std::nullopt}, 2);
+  }, {astype(x, float64), astype(w, float64)});
+}
+
+TEST(FastNormRope, BadInputNamesTheOp) {
+  auto bad = [](auto f) { expect_throws_naming<std::invalid_argument>(f, "[norm_rope]"); };
+  array x = ones({1, 2, 3, 8});
+  fast::Rotation rot{8, false, 10000.0f, 1.0f, std::nullopt};
+  bad([&] { fast::norm_rope(ones({2, 3, 8}), std::nullopt, 1e-5f, rot, 0); });
+  bad([&] { fast::norm_rope(x, ones({8}), std::nullopt, rot, 0); });
+  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, -1); });
+  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, 0, ones({1, 2, 4, 4})); });
+  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, 2, ones({1, 2, 4, 8})); }); // too short
+  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, 0, ones({1, 2, 4, 8}, float16)); });
+  expect_throws_naming<std::invalid_argument>([&] { fast::norm_rope(x, std::nullopt, 1e-5f, fast::Rotation{7, false, 1.0f}, 0); }, "[rope]");
+}

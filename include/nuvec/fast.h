@@ -85,6 +85,34 @@ array rope(
     const std::optional<array>& freqs = std::nullopt,
     StreamOrDevice s = {});
 
+/// The rotation of norm_rope: rope's parameters (exactly one of base and freqs).
+struct Rotation {
+  int dims;
+  bool traditional;
+  std::optional<float> base;
+  float scale = 1.0f;
+  std::optional<array> freqs;
+};
+
+/// The query/key preparation of an attention layer in one call: each row of x [B, H, L, D]
+/// RMS-normalised when `eps` is given (with `weight` [D] if given: y = rms_norm(x, weight,
+/// eps)), then rotated as rope at position offset + l. With `cache` [B, H, Lmax, D] the rows
+/// are written into it at positions offset ... offset + L − 1 and the updated cache is
+/// returned; else the rotated rows. Dtype: x's (the cache must have it). Throws
+/// std::invalid_argument naming norm_rope for x not 4-d, a weight without eps, a negative
+/// offset, or a cache of another dtype, other B, H or D, or too short to hold the rows; and as
+/// rms_norm and rope do. Runs the RmsNorm and Rope kernels and a slice_update of the cache
+/// (the seed's fallback graph; one fused kernel for the three is still to come). nuvec's own
+/// (shared/seeds/001).
+array norm_rope(
+    const array& x,
+    const std::optional<array>& weight,
+    std::optional<float> eps,
+    const Rotation& rotation,
+    int offset,
+    const std::optional<array>& cache = std::nullopt,
+    StreamOrDevice s = {});
+
 /// Cross entropy of class scores against class indices, per row of the last axis:
 ///   loss = logsumexp(logits, -1) − logits[..., target],
 /// a negative target counting from the end (t + C); a target outside [−C, C) picks nothing
