@@ -57,6 +57,38 @@ def main():
             y = y * np.float32(0.999) if i % 2 else y + np.float32(0.001)
         return y
 
+    rows_x = rng.uniform(-1, 1, (4096, 1024)).astype(np.float32)
+    w1 = rng.uniform(-1, 1, 1024).astype(np.float32)
+    b1 = rng.uniform(-1, 1, 1024).astype(np.float32)
+    logits = rng.uniform(-3, 3, (512, 32000)).astype(np.float32)
+    targets = rng.integers(0, 32000, 512)
+    q = rng.uniform(-1, 1, (1, 32, 1024, 128)).astype(np.float32)
+    eps = np.float32(1e-5)
+
+    def np_rms():
+        return rows_x / np.sqrt(np.mean(rows_x * rows_x, -1, keepdims=True) + eps) * w1
+
+    def np_ln():
+        mu = np.mean(rows_x, -1, keepdims=True)
+        xc = rows_x - mu
+        return xc / np.sqrt(np.mean(xc * xc, -1, keepdims=True) + eps) * w1 + b1
+
+    def np_softmax():
+        e = np.exp(rows_x - np.max(rows_x, -1, keepdims=True))
+        return e / np.sum(e, -1, keepdims=True)
+
+    def np_ce():
+        m = np.max(logits, -1, keepdims=True)
+        lse = np.log(np.sum(np.exp(logits - m), -1)) + m[:, 0]
+        return lse - logits[np.arange(512), targets]
+
+    def np_rope():
+        inv = 1.0 / (10000.0 ** (np.arange(0, 128, 2, dtype=np.float32) / 128))
+        th = np.outer(np.arange(1024, dtype=np.float32), inv)
+        c, s = np.cos(th), np.sin(th)
+        x1, x2 = q[..., :64], q[..., 64:]
+        return np.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
     bw = nv["BM_memcpy"]["bytes_per_second"]
     peak = cpu_peak_flops()
     rows = [
@@ -67,14 +99,19 @@ def main():
         ("matmul 1024^3 f32", nv["BM_matmul_1024"]["real_time"] / 1e3, best_time(lambda: m1 @ m2), 2 * 1024**3 / peak),
         ("cumsum 1e7 f32", nv["BM_cumsum_1e7"]["real_time"] / 1e3, best_time(lambda: np.cumsum(a)), 8 * n / bw),
         ("sort 1e6 f32", nv["BM_sort_1e6"]["real_time"] / 1e3, best_time(lambda: np.sort(s6)), None),
+        ("rms_norm 4096x1024 f32", nv["BM_rms_norm_4096x1024"]["real_time"] / 1e3, best_time(np_rms), 8 * rows_x.size / bw),
+        ("layer_norm 4096x1024 f32", nv["BM_layer_norm_4096x1024"]["real_time"] / 1e3, best_time(np_ln), 8 * rows_x.size / bw),
+        ("softmax 4096x1024 f32", nv["BM_softmax_4096x1024"]["real_time"] / 1e3, best_time(np_softmax), 8 * rows_x.size / bw),
+        ("cross_entropy 512x32000", nv["BM_cross_entropy_512x32000"]["real_time"] / 1e3, best_time(np_ce), 4 * logits.size / bw),
+        ("rope 1x32x1024x128 f32", nv["BM_rope_1x32x1024x128"]["real_time"] / 1e3, best_time(np_rope), 8 * q.size / bw),
         ("chain 10k ops (per op)", nv["BM_chain_10k"]["real_time"] / 1e3 / 1e4, best_time(chain) / 1e4, None),
     ]
     print(f"memcpy bandwidth (read+write, all threads): {bw / 1e9:.1f} GB/s; float32 peak estimate: {peak / 1e9:.0f} GFLOP/s")
-    print(f"{'benchmark':<24}{'nuvec':>12}{'numpy':>12}{'numpy/nuvec':>13}{'floor/nuvec':>13}")
+    print(f"{'benchmark':<26}{'nuvec':>12}{'numpy':>12}{'numpy/nuvec':>13}{'floor/nuvec':>13}")
     for name, t_nv, t_np, floor in rows:
         unit, scale = ("us", 1e6) if t_nv < 1e-3 else ("ms", 1e3)
         fl = f"{floor / t_nv:.2f}" if floor else "-"
-        print(f"{name:<24}{t_nv * scale:>9.3f} {unit}{t_np * scale:>9.3f} {unit}{t_np / t_nv:>13.2f}{fl:>13}")
+        print(f"{name:<26}{t_nv * scale:>9.3f} {unit}{t_np * scale:>9.3f} {unit}{t_np / t_nv:>13.2f}{fl:>13}")
     print("numpy/nuvec > 1 means nuvec is faster; floor/nuvec is the fraction of the physical limit reached.")
 
 

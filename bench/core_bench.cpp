@@ -104,6 +104,43 @@ void BM_matmul_1024(benchmark::State& state) {
       2.0 * 1024 * 1024 * 1024 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// The fused row ops of issue 11 on float32 (the CPU kernels of src/backend/cpu/fast/).
+void BM_rms_norm_4096x1024(benchmark::State& state) {
+  auto x = random_f32({4096, 1024}), w = random_f32({1024});
+  nx::eval(x, w);
+  for (auto _ : state) nx::eval(nx::fast::rms_norm(x, w, 1e-5f));
+  state.SetBytesProcessed(int64_t(state.iterations()) * 4096 * 1024 * sizeof(float) * 2);
+}
+
+void BM_layer_norm_4096x1024(benchmark::State& state) {
+  auto x = random_f32({4096, 1024}), w = random_f32({1024}), b = random_f32({1024});
+  nx::eval(x, w, b);
+  for (auto _ : state) nx::eval(nx::fast::layer_norm(x, w, b, 1e-5f));
+  state.SetBytesProcessed(int64_t(state.iterations()) * 4096 * 1024 * sizeof(float) * 2);
+}
+
+void BM_softmax_4096x1024(benchmark::State& state) {
+  auto x = random_f32({4096, 1024});
+  nx::eval(x);
+  for (auto _ : state) nx::eval(nx::softmax(x, -1));
+  state.SetBytesProcessed(int64_t(state.iterations()) * 4096 * 1024 * sizeof(float) * 2);
+}
+
+void BM_cross_entropy_512x32000(benchmark::State& state) {
+  auto x = random_f32({512, 32000});
+  auto t = nx::astype(nx::random::randint(0, 32000, {512}), nx::int32);
+  nx::eval(x, t);
+  for (auto _ : state) nx::eval(nx::fast::cross_entropy(x, t));
+  state.SetBytesProcessed(int64_t(state.iterations()) * 512 * 32000 * sizeof(float));
+}
+
+void BM_rope_1x32x1024x128(benchmark::State& state) {
+  auto x = random_f32({1, 32, 1024, 128});
+  nx::eval(x);
+  for (auto _ : state) nx::eval(nx::fast::rope(x, 128, false, 10000.0f, 1.0f, 0));
+  state.SetBytesProcessed(int64_t(state.iterations()) * 32 * 1024 * 128 * sizeof(float) * 2);
+}
+
 // Build a chain of 10,000 small ops and evaluate it; reported per op.
 void BM_chain_10k(benchmark::State& state) {
   auto x = random_f32({16});
@@ -126,6 +163,11 @@ BENCHMARK(BM_exp)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_sum)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_sum_axis0_4096x1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_rms_norm_4096x1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_layer_norm_4096x1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_softmax_4096x1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cross_entropy_512x32000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_rope_1x32x1024x128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_chain_10k)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

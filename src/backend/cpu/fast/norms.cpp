@@ -100,8 +100,7 @@ void RmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
     const int64_t n = rows.n, count = static_cast<int64_t>(outputs[0].size()) / n;
     cpu::parallel_rows(count, n, [&](int64_t r) {
       const T* x = rows.row<T>(r);
-      double ss = 0;
-      for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(A(x[i])) * static_cast<double>(A(x[i]));
+      const double ss = cpu::sum_of(n, [&](int64_t i) { return static_cast<double>(A(x[i])) * static_cast<double>(A(x[i])); });
       const A inv = inv_rms<A>(ss, n, eps_);
       T* y = dst + r * n;
       for (int64_t i = 0; i < n; ++i) {
@@ -179,14 +178,12 @@ void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
     const int64_t n = rows.n, count = static_cast<int64_t>(outputs[0].size()) / n;
     cpu::parallel_rows(count, n, [&](int64_t r) {
       const T* x = rows.row<T>(r);
-      double s = 0;
-      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(A(x[i]));
+      const double s = cpu::sum_of(n, [&](int64_t i) { return static_cast<double>(A(x[i])); });
       const A mu = static_cast<A>(s / static_cast<double>(n));
-      double ss = 0;
-      for (int64_t i = 0; i < n; ++i) {
+      const double ss = cpu::sum_of(n, [&](int64_t i) {
         const double c = static_cast<double>(A(x[i]) - mu);
-        ss += c * c;
-      }
+        return c * c;
+      });
       const A inv = inv_rms<A>(ss, n, eps_);
       T* y = dst + r * n;
       for (int64_t i = 0; i < n; ++i) {

@@ -30,19 +30,19 @@ void softmax_row(const T* src, T* dst, int64_t n, std::vector<acc_t<T>>& e) {
   // lose ~1e-5 of relative accuracy to sequential rounding (the GPU sums as a tree).
   double s = 0.0;
   if constexpr (std::is_same_v<T, A>) {
-    for (int64_t i = 0; i < n; ++i) {
-      A v = std::exp(static_cast<A>(src[i]) - m);
+    s = cpu::sum_of(n, [&](int64_t i) {
+      const A v = math::exp(static_cast<A>(src[i]) - m);
       dst[i] = v;
-      s += v;
-    }
+      return v;
+    });
     const A sa = static_cast<A>(s);
     for (int64_t i = 0; i < n; ++i) dst[i] = dst[i] / sa;
   } else {
     e.resize(n);
-    for (int64_t i = 0; i < n; ++i) {
-      e[i] = std::exp(static_cast<A>(src[i]) - m);
-      s += e[i];
-    }
+    s = cpu::sum_of(n, [&](int64_t i) {
+      e[i] = math::exp(static_cast<A>(src[i]) - m);
+      return e[i];
+    });
     const A sa = static_cast<A>(s);
     for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(e[i] / sa);
   }
