@@ -161,3 +161,23 @@ TEST(FastCrossEntropy, LossesUseTheKernel) {
   expect_allclose(nn::losses::cross_entropy(xa, t, std::nullopt, 0), loss, 1e-6, 1e-6);
   expect_allclose(nn::losses::cross_entropy(x, t, ones({4}), -1, 0.0f, "mean"), mean(loss), 1e-6, 1e-6);
 }
+
+TEST(FastCrossEntropy, WideTargetsOutOfRangePickNothing) {
+  array x = logits_of({4, 5}, float64);
+  array lse = logsumexp(x, -1);
+  // 2^32 + 3 would wrap to class 3 in int32; 2^64 - 1 (uint64) to -1, the last class.
+  array t64 = array({int64_t(1) << 32 | 3, int64_t(2), -int64_t(1) << 40, int64_t(-1)}, int64);
+  array l64 = fast::cross_entropy(x, t64);
+  auto xv = to_vector(x);
+  auto lv = to_vector(lse);
+  expect_close(l64, {4}, {lv[0], lv[1] - xv[5 + 2], lv[2], lv[3] - xv[15 + 4]}, 1e-12, 1e-12);
+  array tu = array({uint64_t(-1), uint64_t(4), uint64_t(5), uint64_t(0)}, uint64);
+  expect_close(fast::cross_entropy(x, tu), {4}, {lv[0], lv[1] - xv[5 + 4], lv[2], lv[3] - xv[15]}, 1e-12, 1e-12);
+}
+
+TEST(FastCrossEntropy, VmapOverAnEmptyBatch) {
+  array x = zeros({0, 3, 5}, float32);
+  array t = zeros({0, 3}, int32);
+  auto f = vmap([](const std::vector<array>& in) { return std::vector<array>{fast::cross_entropy(in[0], in[1])}; });
+  EXPECT_EQ(f({x, t})[0].shape(), (Shape{0, 3}));
+}

@@ -182,3 +182,15 @@ TEST(FastNormRope, BadInputNamesTheOp) {
   bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, 0, ones({1, 2, 4, 8}, float16)); });
   expect_throws_naming<std::invalid_argument>([&] { fast::norm_rope(x, std::nullopt, 1e-5f, fast::Rotation{7, false, 1.0f}, 0); }, "[rope]");
 }
+
+TEST(FastRope, EmptyInputsAndBatches) {
+  EXPECT_EQ(fast::rope(zeros({0, 4, 8}), 8, false, 1e4f, 1.0f, 0).shape(), (Shape{0, 4, 8}));
+  EXPECT_EQ(fast::rope(zeros({2, 3, 0, 8}), 8, false, 1e4f, 1.0f, 0).shape(), (Shape{2, 3, 0, 8}));
+  auto f = vmap([](const array& a) { return fast::rope(a, 8, false, 1e4f, 1.0f, 0); });
+  array y = f(zeros({0, 2, 4, 8}));
+  eval(y);
+  EXPECT_EQ(y.shape(), (Shape{0, 2, 4, 8}));
+  // norm_rope keeps x's dtype with a wider weight.
+  fast::Rotation rot{8, false, 10000.0f, 1.0f, std::nullopt};
+  EXPECT_EQ(fast::norm_rope(astype(ones({1, 2, 3, 8}), bfloat16), ones({8}, float32), 1e-5f, rot, 0).dtype(), bfloat16);
+}

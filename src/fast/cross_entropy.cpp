@@ -51,7 +51,18 @@ array cross_entropy(const array& logits, const array& targets, StreamOrDevice s)
   if (!issubdtype(targets.dtype(), integer)) {
     throw_invalid_argument(op, "targets must be integer class indices; got ", targets.dtype(), ".");
   }
-  array t = astype(targets, int32, s);
+  // Targets the int32 kernels cannot hold are out of range anyway: mapped to C (which picks
+  // nothing) before the cast, so that no wide value wraps into a real class.
+  array t = targets;
+  if (t.dtype() != int32 && size_of(t.dtype()) >= 4) {
+    const int c = logits.shape(-1);
+    const Dtype dt = t.dtype();
+    array cc = astype(array(int64_t(c), int64), dt, s);
+    array out = greater_equal(t, cc, s); // unsigned: the only way out of range
+    if (issubdtype(dt, signedinteger)) out = logical_or(out, less(t, negative(cc, s), s), s);
+    t = where(out, cc, t, s);
+  }
+  t = astype(t, int32, s);
   const Dtype out = cross_entropy_dtype(logits.dtype());
   return record_or_fallback(
       logits.size() > 0, std::make_shared<CrossEntropy>(to_stream(s)), {rows}, {out}, {logits, t})[0];

@@ -32,7 +32,10 @@ array norm_rope(
                              int64_t(offset) + x.shape(2) - 1, ".");
     }
   }
-  array h = eps ? rms_norm(x, weight, *eps, s) : x;
+  // The weight in x's dtype: the rows keep x's dtype (and the cache's) whatever the weight's.
+  std::optional<array> w;
+  if (weight) w = astype(*weight, x.dtype(), s);
+  array h = eps ? rms_norm(x, w, *eps, s) : x;
   array r = rope(h, rotation.dims, rotation.traditional, rotation.base, rotation.scale, offset, rotation.freqs, s);
   if (!cache) return r;
   const Shape& cs = cache->shape();

@@ -73,6 +73,7 @@ array rope(
     throw_invalid_argument(op, "dims must be even, positive and at most ", x.shape(-1), "; got ", dims, ".");
   }
   if (base.has_value() == freqs.has_value()) throw_invalid_argument(op, "exactly one of base and freqs must be given.");
+  if (x.size() == 0) return x; // nothing to rotate (the graph cannot view [B, -1, T, D] of it)
   std::vector<array> inputs = {x, astype(offset, int32, s)};
   if (freqs) {
     if (freqs->ndim() != 1 || freqs->shape(0) != dims / 2) {
@@ -142,7 +143,7 @@ std::pair<std::vector<array>, std::vector<int>> Rope::vmap(
   for (size_t i = 1; i < axes.size(); ++i) rest_unbatched = rest_unbatched && axes[i] < 0;
   // Rows are independent of the leading axes when the offset is one scalar, so the batch
   // axis may join them in front; otherwise the graph.
-  if (!rest_unbatched || inputs[1].size() != 1 || axes[0] < 0 || axes[0] >= nd - 2) {
+  if (!rest_unbatched || inputs[1].size() != 1 || axes[0] < 0 || axes[0] >= nd - 2 || inputs[0].size() == 0) {
     return FastPrimitive::vmap(inputs, axes);
   }
   std::vector<array> in = inputs;

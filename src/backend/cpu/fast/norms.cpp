@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backend/common/dispatch.h"
@@ -78,6 +79,18 @@ void store_param_grad(array& out, const std::vector<double>& total, int64_t offs
   for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(total[offset + j]);
 }
 
+/// Empty rows or no rows (a vmap over a size-0 batch records a node without the op's size
+/// check): outputs get buffers, the parameter gradients (outputs past the first, when they
+/// are a backward's) zeros. Returns whether the node was empty.
+bool empty_node(const array& x, std::vector<array>& outputs) {
+  if (x.size() != 0) return false;
+  for (auto& o : outputs) {
+    o.set_data(allocator::malloc(o.nbytes()));
+    if (o.size() != 0) std::memset(o.raw_data(), 0, o.nbytes());
+  }
+  return true;
+}
+
 template <typename F>
 void float_dispatch(Dtype dt, const char* op, F&& f) {
   dispatch_all_types(dt, [&]<typename T>() {
@@ -92,6 +105,7 @@ void float_dispatch(Dtype dt, const char* op, F&& f) {
 } // namespace
 
 void RmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows rows(inputs[0]);
   float_dispatch(rows.in.dtype(), "rms_norm", [&]<typename T>() {
     using A = acc_t<T>;
@@ -112,6 +126,7 @@ void RmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
 }
 
 void AddRmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows xs(inputs[0]), rs(inputs[1]);
   float_dispatch(xs.in.dtype(), "add_rms_norm", [&]<typename T>() {
     using A = acc_t<T>;
@@ -139,6 +154,7 @@ void AddRmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
 }
 
 void RmsNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows xs(inputs[0]), gs(inputs[2]);
   float_dispatch(xs.in.dtype(), "rms_norm", [&]<typename T>() {
     using A = acc_t<T>;
@@ -170,6 +186,7 @@ void RmsNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
 }
 
 void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows rows(inputs[0]);
   float_dispatch(rows.in.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
@@ -197,6 +214,7 @@ void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
 }
 
 void LayerNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows xs(inputs[0]), gs(inputs[3]);
   float_dispatch(xs.in.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;

@@ -20,6 +20,7 @@ void Rope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
   const array off = inputs[1].flags().row_contiguous ? inputs[1] : cpu::contiguous_copy(inputs[1]);
   array& out = outputs[0];
   out.set_data(allocator::malloc(out.nbytes()));
+  if (x.size() == 0) return; // no rows (a vmap over an empty batch records the node)
   const int nd = static_cast<int>(x.ndim());
   const int64_t d = x.shape(nd - 1), t_len = x.shape(nd - 2), batch = x.shape(0);
   const int64_t rows = static_cast<int64_t>(x.size()) / d;

@@ -479,18 +479,24 @@ __global__ void column_sum_kernel(const cu::device_acc_t<T>* partial, T* out, in
   }
 }
 
-/// Launches `kernel` on min(rows, its resident blocks) blocks (one full wave: every block
-/// loops over the same number of rows, give or take one; the count is fixed for a device and
-/// build, so the partial sums always combine the same way), first allocating the partial
+/// Launches the backward kernel (the register one with BLOCK threads of VPT vectors, or the
+/// streaming one) on min(rows, its resident blocks) blocks (one full wave: every block loops
+/// over the same number of rows, give or take one; the count is fixed per kernel for a device
+/// and build, so the partial sums always combine the same way), first allocating the partial
 /// buffers p marks as wanted (non-null) for that grid. Returns the grid.
-template <typename Kernel, typename T>
-int64_t launch_one_wave(Kernel kernel, int block, VjpArgs<T>& p, size_t partial_bytes_per_block) {
-  static const int resident = cu::resident_blocks(kernel, block);
+template <typename T, bool kLayer, int BLOCK, int VPT, bool kLooped>
+int64_t launch_one_wave(VjpArgs<T>& p) {
+  const auto kernel = [] {
+    if constexpr (kLooped) return &norm_vjp_looped_kernel<T, kLayer, BLOCK>;
+    else return &norm_vjp_regs_kernel<T, kLayer, BLOCK, VPT>;
+  }();
+  static const int resident = cu::resident_blocks(kernel, BLOCK); // one per kernel
   const int64_t grid = std::min<int64_t>(p.rows, resident);
   using A = cu::device_acc_t<T>;
-  if (p.pw) p.pw = static_cast<A*>(cu::scratch(partial_bytes_per_block * size_t(grid)));
-  if (p.pb) p.pb = static_cast<A*>(cu::scratch(partial_bytes_per_block * size_t(grid)));
-  kernel<<<static_cast<unsigned>(grid), block, 0, cu::stream()>>>(p);
+  const size_t bytes = sizeof(A) * size_t(p.n) * size_t(grid);
+  if (p.pw) p.pw = static_cast<A*>(cu::scratch(bytes));
+  if (p.pb) p.pb = static_cast<A*>(cu::scratch(bytes));
+  kernel<<<static_cast<unsigned>(grid), BLOCK, 0, cu::stream()>>>(p);
   cu::check_launch("norm_vjp_kernel");
   return grid;
 }
@@ -499,14 +505,13 @@ template <typename T, bool kLayer>
 int64_t launch_vjp(VjpArgs<T>& p) {
   constexpr int64_t W = cu::kVec<T>;
   const int64_t vecs = (p.n + W - 1) / W;
-  const size_t bytes = sizeof(cu::device_acc_t<T>) * size_t(p.n);
   // Up to 256 threads of kVpt vectors: each holds x, g and the partial accumulators of its
   // elements.
-  if (vecs <= 32 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 32, kVpt>, 32, p, bytes);
-  if (vecs <= 64 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 64, kVpt>, 64, p, bytes);
-  if (vecs <= 128 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 128, kVpt>, 128, p, bytes);
-  if (vecs <= 256 * kVpt) return launch_one_wave(norm_vjp_regs_kernel<T, kLayer, 256, kVpt>, 256, p, bytes);
-  return launch_one_wave(norm_vjp_looped_kernel<T, kLayer, 512>, 512, p, bytes);
+  if (vecs <= 32 * kVpt) return launch_one_wave<T, kLayer, 32, kVpt, false>(p);
+  if (vecs <= 64 * kVpt) return launch_one_wave<T, kLayer, 64, kVpt, false>(p);
+  if (vecs <= 128 * kVpt) return launch_one_wave<T, kLayer, 128, kVpt, false>(p);
+  if (vecs <= 256 * kVpt) return launch_one_wave<T, kLayer, 256, kVpt, false>(p);
+  return launch_one_wave<T, kLayer, 512, 1, true>(p);
 }
 
 template <bool kLayer>
@@ -522,6 +527,12 @@ void run_norm_vjp(
   void* dxp = cu::alloc_output(outputs[0]);
   void* dwp = cu::alloc_output(outputs[1]);
   void* dbp = kLayer ? cu::alloc_output(outputs[2]) : nullptr;
+  if (x.size() == 0) {
+    // No rows (or empty rows): dx is empty, the parameter gradients are sums of nothing.
+    NUVEC_CUDA_CHECK(cudaMemsetAsync(dwp, 0, outputs[1].nbytes(), cu::stream()));
+    if (kLayer) NUVEC_CUDA_CHECK(cudaMemsetAsync(dbp, 0, outputs[2].nbytes(), cu::stream()));
+    return;
+  }
   cu::dispatch_device_types(x.dtype(), [&]<typename T>() {
     if constexpr (cu::is_float_device_v<T>) {
       VjpArgs<T> p{};
