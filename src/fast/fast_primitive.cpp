@@ -1,6 +1,8 @@
 // nuvec: the rules every fused primitive derives from its fallback graph (fast_primitive.h).
 #include "fast/fast_primitive.h"
 
+#include <algorithm>
+
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
 
@@ -23,10 +25,16 @@ std::vector<array> FastPrimitive::vjp(
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums,
     const std::vector<array>& outputs) {
-  auto grads = nuvec::vjp(fallback_, primals, cotangents).second;
+  // Only the wanted primals are differentiated (not, say, a node's integer targets).
+  std::vector<int> wanted(argnums);
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  auto grads = detail::vjp(fallback_, primals, cotangents, wanted).second;
   std::vector<array> out;
   out.reserve(argnums.size());
-  for (int a : argnums) out.push_back(grads[a]);
+  for (int a : argnums) {
+    out.push_back(grads[std::lower_bound(wanted.begin(), wanted.end(), a) - wanted.begin()]);
+  }
   return out;
 }
 
