@@ -26,18 +26,9 @@ class CrossEntropy : public fast::FastPrimitive {
  public:
   explicit CrossEntropy(Stream stream);
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<array> vjp(
-      const std::vector<array>& primals,
-      const std::vector<array>& cotangents,
-      const std::vector<int>& argnums,
-      const std::vector<array>& outputs) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(
-      const std::vector<array>& inputs, const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
+  NUVEC_FAST_VJP()
+  NUVEC_FAST_VMAP()
 };
 
 /// (logits, targets, loss, g) -> dlogits = g · (softmax(logits) − onehot(target)), in the
@@ -48,11 +39,7 @@ class CrossEntropyVjp : public fast::FastPrimitive {
  public:
   explicit CrossEntropyVjp(Stream stream);
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
 };
 
 } // namespace nuvec

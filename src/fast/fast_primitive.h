@@ -66,6 +66,28 @@ class FastPrimitive : public Primitive {
   Fallback fallback_;
 };
 
+/// The declarations every fused primitive has: its kernels, equivalence, output shapes and
+/// name (a subclass adds the rules it writes itself, vjp or vmap, next to it).
+#define NUVEC_FAST_PRIMITIVE()                                                           \
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override; \
+  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override; \
+  bool is_equivalent(const Primitive& other) const override;                             \
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;           \
+  const char* name() const override;
+
+/// The vjp a fused primitive writes itself (dedicated backward kernel).
+#define NUVEC_FAST_VJP()                                 \
+  std::vector<array> vjp(                                \
+      const std::vector<array>& primals,                 \
+      const std::vector<array>& cotangents,              \
+      const std::vector<int>& argnums,                   \
+      const std::vector<array>& outputs) override;
+
+/// The vmap a fused primitive writes itself (keeping its kernel).
+#define NUVEC_FAST_VMAP()                                         \
+  std::pair<std::vector<array>, std::vector<int>> vmap(           \
+      const std::vector<array>& inputs, const std::vector<int>& axes) override;
+
 /// The outputs of a fused op: one node of `primitive` (with output shapes and dtypes given)
 /// when `kernel_covers`, else the primitive's fallback run on the inputs.
 std::vector<array> record_or_fallback(

@@ -26,13 +26,8 @@ class LogSumExp : public fast::FastPrimitive {
  public:
   explicit LogSumExp(Stream stream);
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(
-      const std::vector<array>& inputs, const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
+  NUVEC_FAST_VMAP()
 };
 
 } // namespace nuvec

@@ -31,18 +31,9 @@ class RmsNorm : public fast::FastPrimitive {
   /// The parameters, in constructor order (MLX's state(); read by export).
   float state() const { return eps_; }
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<array> vjp(
-      const std::vector<array>& primals,
-      const std::vector<array>& cotangents,
-      const std::vector<int>& argnums,
-      const std::vector<array>& outputs) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(
-      const std::vector<array>& inputs, const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
+  NUVEC_FAST_VJP()
+  NUVEC_FAST_VMAP()
 
  private:
   float eps_;
@@ -57,11 +48,7 @@ class RmsNormVjp : public fast::FastPrimitive {
   RmsNormVjp(Stream stream, float eps);
   float state() const { return eps_; }
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
 
  private:
   float eps_;
@@ -75,11 +62,7 @@ class AddRmsNorm : public fast::FastPrimitive {
   AddRmsNorm(Stream stream, float eps);
   float state() const { return eps_; }
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
 
  private:
   float eps_;
@@ -92,18 +75,9 @@ class LayerNorm : public fast::FastPrimitive {
   LayerNorm(Stream stream, float eps);
   float state() const { return eps_; }
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<array> vjp(
-      const std::vector<array>& primals,
-      const std::vector<array>& cotangents,
-      const std::vector<int>& argnums,
-      const std::vector<array>& outputs) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(
-      const std::vector<array>& inputs, const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
+  NUVEC_FAST_VJP()
+  NUVEC_FAST_VMAP()
 
  private:
   float eps_;
@@ -117,11 +91,7 @@ class LayerNormVjp : public fast::FastPrimitive {
   LayerNormVjp(Stream stream, float eps);
   float state() const { return eps_; }
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
 
  private:
   float eps_;

@@ -23,18 +23,9 @@ class Rope : public fast::FastPrimitive {
     return {dims_, traditional_, base_, scale_, forward_};
   }
 
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<array> vjp(
-      const std::vector<array>& primals,
-      const std::vector<array>& cotangents,
-      const std::vector<int>& argnums,
-      const std::vector<array>& outputs) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(
-      const std::vector<array>& inputs, const std::vector<int>& axes) override;
-  bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  const char* name() const override;
+  NUVEC_FAST_PRIMITIVE()
+  NUVEC_FAST_VJP()
+  NUVEC_FAST_VMAP()
 
  private:
   int dims_;

@@ -44,6 +44,22 @@ inline constexpr bool is_float_v =
 template <typename T>
 inline constexpr bool is_integral_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
+/// Calls f.template operator()<T>() for a real floating dtype (float16, bfloat16, float32,
+/// float64); throws std::invalid_argument "[op] the kernel takes real floating inputs; got
+/// <dtype>." for any other (the fused row kernels' coverage).
+template <typename F>
+void dispatch_float_types(Dtype dtype, const char* op, F&& f) {
+  dispatch_all_types(dtype, [&]<typename T>() {
+    if constexpr (std::is_floating_point_v<T> || is_half_v<T>) {
+      f.template operator()<T>();
+    } else {
+      std::ostringstream msg;
+      msg << "[" << op << "] the kernel takes real floating inputs; got " << dtype << ".";
+      throw std::invalid_argument(msg.str());
+    }
+  });
+}
+
 /// The type arithmetic on T is carried out in: float for the half types, T otherwise
 /// (float16/bfloat16 accumulate in float32, as the issue and NumPy's pairwise sums do).
 template <typename T>

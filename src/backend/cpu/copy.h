@@ -34,6 +34,12 @@ void copy_broadcast(const array& in, array& out);
 array contiguous_copy(const array& in, Dtype dtype);
 array contiguous_copy(const array& in);
 
+/// `in` itself when it is row-contiguous, else contiguous_copy(in): the rows a kernel that
+/// addresses element i at i reads.
+inline array as_row_contiguous(const array& in) {
+  return in.flags().row_contiguous ? in : contiguous_copy(in);
+}
+
 /// The CPU's copies for the shared view evals (backend/common/views.h).
 const ViewCopies& view_copies();
 

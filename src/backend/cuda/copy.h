@@ -41,4 +41,10 @@ const ViewCopies& view_copies();
 array contiguous_copy(const array& in, Dtype dtype);
 array contiguous_copy(const array& in);
 
+/// `in` itself when it is row-contiguous, else contiguous_copy(in) (kept alive until the
+/// node's kernels have run).
+inline array as_row_contiguous(const array& in) {
+  return in.flags().row_contiguous ? in : contiguous_copy(in);
+}
+
 } // namespace nuvec::cu

@@ -64,6 +64,13 @@ decltype(auto) dispatch_device_types(Dtype dtype, F&& f) {
   });
 }
 
+/// dispatch_device_types over the real floating dtypes only (dispatch_float_types' rule and
+/// error, "[op] the kernel takes real floating inputs; got <dtype>.").
+template <typename F>
+void dispatch_device_float_types(Dtype dtype, const char* op, F&& f) {
+  dispatch_float_types(dtype, op, [&]<typename H>() { f.template operator()<device_type_t<H>>(); });
+}
+
 template <typename T>
 inline constexpr bool is_half_device_v =
     std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;

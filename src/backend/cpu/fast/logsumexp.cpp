@@ -19,15 +19,11 @@ void LogSumExp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
   out.set_data(allocator::malloc(out.nbytes()));
   if (out.size() == 0) return;
   const cpu::LastAxisRows rows(inputs[0]);
-  dispatch_all_types(rows.in.dtype(), [&]<typename T>() {
-    if constexpr (is_float_v<T>) {
-      T* dst = static_cast<T*>(out.raw_data());
-      cpu::parallel_rows(static_cast<int64_t>(out.size()), rows.n, [&](int64_t r) {
-        dst[r] = static_cast<T>(cpu::logsumexp_row<T>(rows.row<T>(r), rows.n));
-      });
-    } else {
-      throw std::invalid_argument("[logsumexp] the LogSumExp kernel takes real floating inputs.");
-    }
+  dispatch_float_types(rows.in.dtype(), "logsumexp", [&]<typename T>() {
+    T* dst = static_cast<T*>(out.raw_data());
+    cpu::parallel_rows(static_cast<int64_t>(out.size()), rows.n, [&](int64_t r) {
+      dst[r] = static_cast<T>(cpu::logsumexp_row<T>(rows.row<T>(r), rows.n));
+    });
   });
 }
 

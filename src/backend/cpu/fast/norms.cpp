@@ -91,23 +91,12 @@ bool empty_node(const array& x, std::vector<array>& outputs) {
   return true;
 }
 
-template <typename F>
-void float_dispatch(Dtype dt, const char* op, F&& f) {
-  dispatch_all_types(dt, [&]<typename T>() {
-    if constexpr (is_float_v<T>) {
-      f.template operator()<T>();
-    } else {
-      throw_invalid_argument(op, "the kernel takes real floating inputs; got ", dt, ".");
-    }
-  });
-}
-
 } // namespace
 
 void RmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows rows(inputs[0]);
-  float_dispatch(rows.in.dtype(), "rms_norm", [&]<typename T>() {
+  dispatch_float_types(rows.in.dtype(), "rms_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const Param<T> w(inputs[1]);
     T* dst = out_ptr<T>(outputs[0]);
@@ -128,7 +117,7 @@ void RmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
 void AddRmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows xs(inputs[0]), rs(inputs[1]);
-  float_dispatch(xs.in.dtype(), "add_rms_norm", [&]<typename T>() {
+  dispatch_float_types(xs.in.dtype(), "add_rms_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const Param<T> w(inputs[2]);
     T* hd = out_ptr<T>(outputs[0]);
@@ -156,7 +145,7 @@ void AddRmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
 void RmsNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows xs(inputs[0]), gs(inputs[2]);
-  float_dispatch(xs.in.dtype(), "rms_norm", [&]<typename T>() {
+  dispatch_float_types(xs.in.dtype(), "rms_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const Param<T> w(inputs[1]);
     T* dxd = out_ptr<T>(outputs[0]);
@@ -188,7 +177,7 @@ void RmsNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
 void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows rows(inputs[0]);
-  float_dispatch(rows.in.dtype(), "layer_norm", [&]<typename T>() {
+  dispatch_float_types(rows.in.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const Param<T> w(inputs[1]), b(inputs[2]);
     T* dst = out_ptr<T>(outputs[0]);
@@ -216,7 +205,7 @@ void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
 void LayerNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   if (empty_node(inputs[0], outputs)) return;
   const cpu::LastAxisRows xs(inputs[0]), gs(inputs[3]);
-  float_dispatch(xs.in.dtype(), "layer_norm", [&]<typename T>() {
+  dispatch_float_types(xs.in.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const Param<T> w(inputs[1]), b(inputs[2]);
     T* dxd = out_ptr<T>(outputs[0]);

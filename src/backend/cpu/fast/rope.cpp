@@ -16,8 +16,8 @@
 namespace nuvec {
 
 void Rope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const array x = inputs[0].flags().row_contiguous ? inputs[0] : cpu::contiguous_copy(inputs[0]);
-  const array off = inputs[1].flags().row_contiguous ? inputs[1] : cpu::contiguous_copy(inputs[1]);
+  const array x = cpu::as_row_contiguous(inputs[0]);
+  const array off = cpu::as_row_contiguous(inputs[1]);
   array& out = outputs[0];
   out.set_data(allocator::malloc(out.nbytes()));
   if (x.size() == 0) return; // no rows (a vmap over an empty batch records the node)
@@ -29,7 +29,7 @@ void Rope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
   // inv_freq_i in float32, as the fallback computes it.
   std::vector<float> inv(static_cast<size_t>(half));
   if (inputs.size() > 2) {
-    const array f = inputs[2].flags().row_contiguous ? inputs[2] : cpu::contiguous_copy(inputs[2]);
+    const array f = cpu::as_row_contiguous(inputs[2]);
     const float* fp = static_cast<const float*>(f.raw_data());
     for (int i = 0; i < half; ++i) inv[i] = 1.0f / fp[i];
   } else {
@@ -39,36 +39,32 @@ void Rope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
   const int32_t* op = static_cast<const int32_t*>(off.raw_data());
   const bool per_batch = off.size() > 1;
   const int64_t i2 = traditional_ ? 1 : half, step = traditional_ ? 2 : 1;
-  dispatch_all_types(x.dtype(), [&]<typename T>() {
-    if constexpr (is_float_v<T>) {
-      using A = acc_t<T>;
-      const T* src = static_cast<const T*>(x.raw_data());
-      T* dst = static_cast<T*>(out.raw_data());
-      cpu::parallel_rows(rows, d, [&](int64_t r) {
-        const int64_t b = r / rows_per_batch, t = r % t_len;
-        const float pos = (static_cast<float>(t) + static_cast<float>(op[per_batch ? b : 0])) * scale_;
-        const T* xr = src + r * d;
-        T* yr = dst + r * d;
-        for (int64_t j = dims_; j < d; ++j) yr[j] = xr[j];
-        for (int i = 0; i < half; ++i) {
-          const float theta = pos * inv[i];
-          const T c = static_cast<T>(std::cos(theta)), s = static_cast<T>(std::sin(theta));
-          const int64_t j1 = i * step, j2 = i2 + i * step;
-          const A x1 = A(xr[j1]), x2 = A(xr[j2]);
-          const A x1c = A(static_cast<T>(x1 * A(c))), x2s = A(static_cast<T>(x2 * A(s)));
-          const A x1s = A(static_cast<T>(x1 * A(s))), x2c = A(static_cast<T>(x2 * A(c)));
-          if (forward_) {
-            yr[j1] = static_cast<T>(x1c - x2s);
-            yr[j2] = static_cast<T>(x1s + x2c);
-          } else {
-            yr[j1] = static_cast<T>(x2s + x1c);
-            yr[j2] = static_cast<T>(x2c - x1s);
-          }
+  dispatch_float_types(x.dtype(), "rope", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* src = static_cast<const T*>(x.raw_data());
+    T* dst = static_cast<T*>(out.raw_data());
+    cpu::parallel_rows(rows, d, [&](int64_t r) {
+      const int64_t b = r / rows_per_batch, t = r % t_len;
+      const float pos = (static_cast<float>(t) + static_cast<float>(op[per_batch ? b : 0])) * scale_;
+      const T* xr = src + r * d;
+      T* yr = dst + r * d;
+      for (int64_t j = dims_; j < d; ++j) yr[j] = xr[j];
+      for (int i = 0; i < half; ++i) {
+        const float theta = pos * inv[i];
+        const T c = static_cast<T>(std::cos(theta)), s = static_cast<T>(std::sin(theta));
+        const int64_t j1 = i * step, j2 = i2 + i * step;
+        const A x1 = A(xr[j1]), x2 = A(xr[j2]);
+        const A x1c = A(static_cast<T>(x1 * A(c))), x2s = A(static_cast<T>(x2 * A(s)));
+        const A x1s = A(static_cast<T>(x1 * A(s))), x2c = A(static_cast<T>(x2 * A(c)));
+        if (forward_) {
+          yr[j1] = static_cast<T>(x1c - x2s);
+          yr[j2] = static_cast<T>(x1s + x2c);
+        } else {
+          yr[j1] = static_cast<T>(x2s + x1c);
+          yr[j2] = static_cast<T>(x2c - x1s);
         }
-      });
-    } else {
-      throw_invalid_argument("rope", "the kernel takes real floating inputs; got ", x.dtype(), ".");
-    }
+      }
+    });
   });
 }
 

@@ -56,16 +56,12 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
   if (out.size() == 0) return;
   const cpu::LastAxisRows rows(inputs[0]);
   const int64_t n = rows.n;
-  dispatch_all_types(rows.in.dtype(), [&]<typename T>() {
-    if constexpr (is_float_v<T>) {
-      T* dst = static_cast<T*>(out.raw_data());
-      cpu::parallel_rows(static_cast<int64_t>(out.size()) / n, n, [&](int64_t r) {
-        thread_local std::vector<acc_t<T>> e;
-        softmax_row<T>(rows.row<T>(r), dst + r * n, n, e);
-      });
-    } else {
-      throw std::invalid_argument("[softmax] the Softmax kernel takes real floating inputs.");
-    }
+  dispatch_float_types(rows.in.dtype(), "softmax", [&]<typename T>() {
+    T* dst = static_cast<T*>(out.raw_data());
+    cpu::parallel_rows(static_cast<int64_t>(out.size()) / n, n, [&](int64_t r) {
+      thread_local std::vector<acc_t<T>> e;
+      softmax_row<T>(rows.row<T>(r), dst + r * n, n, e);
+    });
   });
 }
 

@@ -7,6 +7,7 @@
 // Logits whose rows are not dense and row-major are copied to that form first.
 #include <cstdint>
 
+#include "backend/common/class_index.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/device/row_logsumexp.cuh"
 #include "backend/cuda/kernel_utils.cuh"
@@ -16,12 +17,6 @@
 namespace nuvec {
 
 namespace {
-
-/// The row's class index: negative targets count from the end; -1 when out of range.
-__device__ __forceinline__ int64_t wrapped(int32_t t, int64_t classes) {
-  const int64_t y = t < 0 ? int64_t(t) + classes : int64_t(t);
-  return y >= 0 && y < classes ? y : -1;
-}
 
 template <typename T, int TPR, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) cross_entropy_kernel(
@@ -38,7 +33,7 @@ __global__ void __launch_bounds__(BLOCK) cross_entropy_kernel(
   const T* src = row < rows ? x + row * n : nullptr;
   const A lse = cu::row_logsumexp<T, TPR>(src, n, lane, aligned);
   if (lane == 0 && row < rows) {
-    const int64_t y = wrapped(targets[row], n);
+    const int64_t y = class_index(targets[row], n);
     loss[row] = lse - (y >= 0 ? cu::to_acc(src[y]) : A(0));
   }
 }
@@ -58,7 +53,7 @@ __global__ void __launch_bounds__(BLOCK) cross_entropy_vjp_kernel(
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * n;
     T* dr = dx + row * n;
-    const int64_t y = wrapped(targets[row], n);
+    const int64_t y = class_index(targets[row], n);
     const A lse = loss[row] + (y >= 0 ? cu::to_acc(xr[y]) : A(0));
     const A gr = g[row];
     if (aligned) {
@@ -81,29 +76,14 @@ __global__ void __launch_bounds__(BLOCK) cross_entropy_vjp_kernel(
   }
 }
 
-array dense(const array& a) {
-  return a.flags().row_contiguous ? a : cu::contiguous_copy(a);
-}
-
-template <typename F>
-void logits_dispatch(Dtype dt, F&& f) {
-  cu::dispatch_device_types(dt, [&]<typename T>() {
-    if constexpr (cu::is_float_device_v<T>) {
-      f.template operator()<T>();
-    } else {
-      throw std::invalid_argument("[cross_entropy] the kernel takes real floating logits.");
-    }
-  });
-}
-
 } // namespace
 
 void CrossEntropy::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const array x = dense(inputs[0]), t = dense(inputs[1]);
+  const array x = cu::as_row_contiguous(inputs[0]), t = cu::as_row_contiguous(inputs[1]);
   void* out = cu::alloc_output(outputs[0]);
   const int64_t n = x.shape(-1), rows = static_cast<int64_t>(t.size());
   if (rows == 0) return;
-  logits_dispatch(x.dtype(), [&]<typename T>() {
+  cu::dispatch_device_float_types(x.dtype(), "cross_entropy", [&]<typename T>() {
     using A = cu::device_acc_t<T>;
     const T* xp = cu::device_ptr<T>(x);
     const bool aligned = n % cu::kVec<T> == 0 && cu::is_aligned(xp, 16);
@@ -127,11 +107,11 @@ void CrossEntropy::eval_gpu(const std::vector<array>& inputs, std::vector<array>
 }
 
 void CrossEntropyVjp::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const array x = dense(inputs[0]), t = dense(inputs[1]), loss = dense(inputs[2]), g = dense(inputs[3]);
+  const array x = cu::as_row_contiguous(inputs[0]), t = cu::as_row_contiguous(inputs[1]), loss = cu::as_row_contiguous(inputs[2]), g = cu::as_row_contiguous(inputs[3]);
   void* out = cu::alloc_output(outputs[0]);
   const int64_t n = x.shape(-1), rows = static_cast<int64_t>(t.size());
   if (rows == 0) return;
-  logits_dispatch(x.dtype(), [&]<typename T>() {
+  cu::dispatch_device_float_types(x.dtype(), "cross_entropy", [&]<typename T>() {
     using A = cu::device_acc_t<T>;
     const T* xp = cu::device_ptr<T>(x);
     T* dp = static_cast<T*>(out);

@@ -59,15 +59,11 @@ void LogSumExp::eval_gpu(const std::vector<array>& inputs, std::vector<array>& o
   void* dst = cu::alloc_output(out);
   if (out.size() == 0) return;
   // The kernel addresses row r at r * n: anything but a row-major dense input is copied.
-  const array in = inputs[0].flags().row_contiguous ? inputs[0] : cu::contiguous_copy(inputs[0]);
+  const array in = cu::as_row_contiguous(inputs[0]);
   const int64_t n = in.shape(static_cast<int>(in.ndim()) - 1);
   const int64_t rows = static_cast<int64_t>(out.size());
-  cu::dispatch_device_types(in.dtype(), [&]<typename T>() {
-    if constexpr (cu::is_float_device_v<T>) {
-      logsumexp_gpu<T>(cu::device_ptr<T>(in), static_cast<T*>(dst), rows, n);
-    } else {
-      throw std::invalid_argument("[logsumexp] the LogSumExp kernel takes real floating inputs.");
-    }
+  cu::dispatch_device_float_types(in.dtype(), "logsumexp", [&]<typename T>() {
+    logsumexp_gpu<T>(cu::device_ptr<T>(in), static_cast<T*>(dst), rows, n);
   });
 }
 

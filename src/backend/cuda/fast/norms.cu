@@ -225,11 +225,6 @@ void launch_norm(const NormArgs<T>& p) {
   cu::check_launch("norm_looped_kernel");
 }
 
-/// a row-major and dense on the device (a copy when it is not).
-array dense(const array& a) {
-  return a.flags().row_contiguous ? a : cu::contiguous_copy(a);
-}
-
 /// The device pointer of a 1-d parameter, or null for the 0-d "absent" one.
 template <typename T>
 const T* param_ptr(const array& a) {
@@ -246,31 +241,27 @@ void run_norm(
     array* h_out,
     array& y_out,
     float eps) {
-  const array x = dense(x_in);
-  const array r = r_in ? dense(*r_in) : x;
-  const array w = dense(w_in);
-  const array b = b_in ? dense(*b_in) : w;
+  const array x = cu::as_row_contiguous(x_in);
+  const array r = r_in ? cu::as_row_contiguous(*r_in) : x;
+  const array w = cu::as_row_contiguous(w_in);
+  const array b = b_in ? cu::as_row_contiguous(*b_in) : w;
   void* yp = cu::alloc_output(y_out);
   void* hp = h_out ? cu::alloc_output(*h_out) : nullptr;
   if (y_out.size() == 0) return;
-  cu::dispatch_device_types(x.dtype(), [&]<typename T>() {
-    if constexpr (cu::is_float_device_v<T>) {
-      NormArgs<T> p{};
-      p.x = cu::device_ptr<T>(x);
-      p.r = r_in ? cu::device_ptr<T>(r) : nullptr;
-      p.w = param_ptr<T>(w);
-      p.b = b_in ? param_ptr<T>(b) : nullptr;
-      p.h = static_cast<T*>(hp);
-      p.y = static_cast<T*>(yp);
-      p.n = x.shape(-1);
-      p.rows = static_cast<int64_t>(x.size()) / p.n;
-      p.eps = eps;
-      auto ok = [](const void* q) { return q == nullptr || cu::is_aligned(q, 16); };
-      p.aligned = p.n % cu::kVec<T> == 0 && ok(p.x) && ok(p.r) && ok(p.w) && ok(p.b) && ok(p.h) && ok(p.y);
-      launch_norm<T, kind>(p);
-    } else {
-      throw std::invalid_argument(std::string("[") + op + "] the kernel takes real floating inputs.");
-    }
+  cu::dispatch_device_float_types(x.dtype(), op, [&]<typename T>() {
+    NormArgs<T> p{};
+    p.x = cu::device_ptr<T>(x);
+    p.r = r_in ? cu::device_ptr<T>(r) : nullptr;
+    p.w = param_ptr<T>(w);
+    p.b = b_in ? param_ptr<T>(b) : nullptr;
+    p.h = static_cast<T*>(hp);
+    p.y = static_cast<T*>(yp);
+    p.n = x.shape(-1);
+    p.rows = static_cast<int64_t>(x.size()) / p.n;
+    p.eps = eps;
+    auto ok = [](const void* q) { return q == nullptr || cu::is_aligned(q, 16); };
+    p.aligned = p.n % cu::kVec<T> == 0 && ok(p.x) && ok(p.r) && ok(p.w) && ok(p.b) && ok(p.h) && ok(p.y);
+    launch_norm<T, kind>(p);
   });
 }
 
@@ -523,7 +514,7 @@ void run_norm_vjp(
     const array& g_in,
     std::vector<array>& outputs,
     float eps) {
-  const array x = dense(x_in), g = dense(g_in), w = dense(w_in);
+  const array x = cu::as_row_contiguous(x_in), g = cu::as_row_contiguous(g_in), w = cu::as_row_contiguous(w_in);
   void* dxp = cu::alloc_output(outputs[0]);
   void* dwp = cu::alloc_output(outputs[1]);
   void* dbp = kLayer ? cu::alloc_output(outputs[2]) : nullptr;
@@ -533,43 +524,39 @@ void run_norm_vjp(
     if (kLayer) NUVEC_CUDA_CHECK(cudaMemsetAsync(dbp, 0, outputs[2].nbytes(), cu::stream()));
     return;
   }
-  cu::dispatch_device_types(x.dtype(), [&]<typename T>() {
-    if constexpr (cu::is_float_device_v<T>) {
-      VjpArgs<T> p{};
-      p.x = cu::device_ptr<T>(x);
-      p.g = cu::device_ptr<T>(g);
-      p.w = param_ptr<T>(w);
-      p.dx = static_cast<T*>(dxp);
-      p.n = x.shape(-1);
-      p.rows = static_cast<int64_t>(x.size()) / p.n;
-      p.eps = eps;
-      const bool want_w = w.ndim() == 1, want_b = kLayer && b_in->ndim() == 1;
-      // Non-null marks a wanted partial buffer; launch_vjp allocates it for its grid.
-      using A = cu::device_acc_t<T>;
-      static A marker;
-      p.pw = want_w ? &marker : nullptr;
-      p.pb = want_b ? &marker : nullptr;
-      auto ok = [](const void* q) { return q == nullptr || cu::is_aligned(q, 16); };
-      p.aligned = p.n % cu::kVec<T> == 0 && ok(p.x) && ok(p.g) && ok(p.w) && ok(p.dx);
-      const int64_t blocks = launch_vjp<T, kLayer>(p);
-      const unsigned cgrid = cu::grid_for(size_t(p.n), 256);
-      // Absent parameters get the 0-d zero gradient.
-      if (want_w) {
-        column_sum_kernel<T><<<cgrid, 256, 0, cu::stream()>>>(p.pw, static_cast<T*>(dwp), blocks, p.n);
-      } else {
-        NUVEC_CUDA_CHECK(cudaMemsetAsync(dwp, 0, outputs[1].nbytes(), cu::stream()));
-      }
-      if (kLayer) {
-        if (want_b) {
-          column_sum_kernel<T><<<cgrid, 256, 0, cu::stream()>>>(p.pb, static_cast<T*>(dbp), blocks, p.n);
-        } else {
-          NUVEC_CUDA_CHECK(cudaMemsetAsync(dbp, 0, outputs[2].nbytes(), cu::stream()));
-        }
-      }
-      cu::check_launch("column_sum_kernel");
+  cu::dispatch_device_float_types(x.dtype(), op, [&]<typename T>() {
+    VjpArgs<T> p{};
+    p.x = cu::device_ptr<T>(x);
+    p.g = cu::device_ptr<T>(g);
+    p.w = param_ptr<T>(w);
+    p.dx = static_cast<T*>(dxp);
+    p.n = x.shape(-1);
+    p.rows = static_cast<int64_t>(x.size()) / p.n;
+    p.eps = eps;
+    const bool want_w = w.ndim() == 1, want_b = kLayer && b_in->ndim() == 1;
+    // Non-null marks a wanted partial buffer; launch_vjp allocates it for its grid.
+    using A = cu::device_acc_t<T>;
+    static A marker;
+    p.pw = want_w ? &marker : nullptr;
+    p.pb = want_b ? &marker : nullptr;
+    auto ok = [](const void* q) { return q == nullptr || cu::is_aligned(q, 16); };
+    p.aligned = p.n % cu::kVec<T> == 0 && ok(p.x) && ok(p.g) && ok(p.w) && ok(p.dx);
+    const int64_t blocks = launch_vjp<T, kLayer>(p);
+    const unsigned cgrid = cu::grid_for(size_t(p.n), 256);
+    // Absent parameters get the 0-d zero gradient.
+    if (want_w) {
+      column_sum_kernel<T><<<cgrid, 256, 0, cu::stream()>>>(p.pw, static_cast<T*>(dwp), blocks, p.n);
     } else {
-      throw std::invalid_argument(std::string("[") + op + "] the kernel takes real floating inputs.");
+      NUVEC_CUDA_CHECK(cudaMemsetAsync(dwp, 0, outputs[1].nbytes(), cu::stream()));
     }
+    if (kLayer) {
+      if (want_b) {
+        column_sum_kernel<T><<<cgrid, 256, 0, cu::stream()>>>(p.pb, static_cast<T*>(dbp), blocks, p.n);
+      } else {
+        NUVEC_CUDA_CHECK(cudaMemsetAsync(dbp, 0, outputs[2].nbytes(), cu::stream()));
+      }
+    }
+    cu::check_launch("column_sum_kernel");
   });
 }
 

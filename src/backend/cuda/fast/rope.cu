@@ -60,15 +60,11 @@ __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ y, const Ro
   }
 }
 
-array dense(const array& a) {
-  return a.flags().row_contiguous ? a : cu::contiguous_copy(a);
-}
-
 } // namespace
 
 void Rope::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const array x = dense(inputs[0]), off = dense(inputs[1]);
-  const array freqs = inputs.size() > 2 ? dense(inputs[2]) : off;
+  const array x = cu::as_row_contiguous(inputs[0]), off = cu::as_row_contiguous(inputs[1]);
+  const array freqs = inputs.size() > 2 ? cu::as_row_contiguous(inputs[2]) : off;
   void* dst = cu::alloc_output(outputs[0]);
   if (x.size() == 0) return;
   const int nd = static_cast<int>(x.ndim());
@@ -86,16 +82,12 @@ void Rope::eval_gpu(const std::vector<array>& inputs, std::vector<array>& output
   p.scale = scale_;
   p.offset = cu::device_ptr<int32_t>(off);
   p.freqs = inputs.size() > 2 ? cu::device_ptr<float>(freqs) : nullptr;
-  cu::dispatch_device_types(x.dtype(), [&]<typename T>() {
-    if constexpr (cu::is_float_device_v<T>) {
-      constexpr unsigned kThreads = 256;
-      const size_t work = static_cast<size_t>(p.rows * std::max<int64_t>(p.half, p.d - p.dims));
-      rope_kernel<T><<<cu::grid_for(work, kThreads), kThreads, 0, cu::stream()>>>(
-          cu::device_ptr<T>(x), static_cast<T*>(dst), p);
-      cu::check_launch("rope_kernel");
-    } else {
-      throw std::invalid_argument("[rope] the kernel takes real floating inputs.");
-    }
+  cu::dispatch_device_float_types(x.dtype(), "rope", [&]<typename T>() {
+    constexpr unsigned kThreads = 256;
+    const size_t work = static_cast<size_t>(p.rows * std::max<int64_t>(p.half, p.d - p.dims));
+    rope_kernel<T><<<cu::grid_for(work, kThreads), kThreads, 0, cu::stream()>>>(
+        cu::device_ptr<T>(x), static_cast<T*>(dst), p);
+    cu::check_launch("rope_kernel");
   });
 }
 

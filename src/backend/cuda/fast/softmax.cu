@@ -244,18 +244,14 @@ void Softmax::eval_gpu(const std::vector<array>& inputs, std::vector<array>& out
   if (out.size() == 0) return;
   // The kernels address row r at r * n: anything but a row-major dense input is copied
   // (contiguous_copy keeps the copy alive until the kernels have run).
-  const array in = inputs[0].flags().row_contiguous ? inputs[0] : cu::contiguous_copy(inputs[0]);
+  const array in = cu::as_row_contiguous(inputs[0]);
   const int64_t n = in.shape(static_cast<int>(in.ndim()) - 1);
   const int64_t rows = static_cast<int64_t>(in.size()) / n;
-  cu::dispatch_device_types(in.dtype(), [&]<typename T>() {
-    if constexpr (cu::is_float_device_v<T>) {
-      const T* src = cu::device_ptr<T>(in);
-      const bool aligned = n % kVec<T> == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
-          reinterpret_cast<uintptr_t>(dst) % 16 == 0;
-      softmax_gpu<T>(src, static_cast<T*>(dst), rows, n, aligned);
-    } else {
-      throw std::invalid_argument("[softmax] the Softmax kernel takes real floating inputs.");
-    }
+  cu::dispatch_device_float_types(in.dtype(), "softmax", [&]<typename T>() {
+    const T* src = cu::device_ptr<T>(in);
+    const bool aligned = n % kVec<T> == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+    softmax_gpu<T>(src, static_cast<T*>(dst), rows, n, aligned);
   });
 }
 
