@@ -2,7 +2,8 @@
 // an axis, dynamic slice updates): index elements of any integer dtype read as int64 with the
 // CPU's rules (src/backend/cpu/index_range.h), element moves by size, and the atomic
 // read-modify-write of every element type that the scatter reductions need (the combine
-// rules of src/backend/cpu/gather_scatter.cpp). Included by .cu files only.
+// rules of src/backend/cpu/gather_scatter.cpp; the generic compare-and-swap loop is the device
+// library's, device/atomics.cuh). Included by .cu files only.
 #pragma once
 
 #include <cuda/std/bit>
@@ -15,6 +16,7 @@
 
 #include "backend/common/strided.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/device/atomics.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 
 namespace nuvec::cu {
@@ -218,42 +220,6 @@ __device__ __forceinline__ T combine_dev(ScatterOp op, T slot, T u) {
       return (is_nan_dev(u) || (!is_nan_dev(slot) && less_dev(u, slot))) ? u : slot;
   }
   return slot;
-}
-
-/// Atomically replaces *addr by f(*addr) through a compare-and-swap loop: on the element's
-/// own word for 4- and 8-byte types, on the aligned 32-bit word holding it for 1- and 2-byte
-/// types (the neighbouring bytes are written back unchanged, atomically).
-template <typename T, typename F>
-__device__ __forceinline__ void atomic_update(T* addr, F f) {
-  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
-  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
-    using W = std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>;
-    W* word = reinterpret_cast<W*>(addr);
-    W old = *reinterpret_cast<volatile W*>(word);
-    while (true) {
-      W next = cuda::std::bit_cast<W>(f(cuda::std::bit_cast<T>(old)));
-      if (next == old) return; // nothing to change (e.g. max below the slot)
-      W seen = atomicCAS(word, old, next);
-      if (seen == old) return;
-      old = seen;
-    }
-  } else {
-    using B = bits_t<sizeof(T)>;
-    const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-    unsigned int* word = reinterpret_cast<unsigned int*>(a & ~uintptr_t(3));
-    const unsigned int shift = static_cast<unsigned int>(a & 3) * 8;
-    const unsigned int mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
-    unsigned int old = *reinterpret_cast<volatile unsigned int*>(word);
-    while (true) {
-      T cur = cuda::std::bit_cast<T>(static_cast<B>((old & mask) >> shift));
-      unsigned int bits = static_cast<unsigned int>(cuda::std::bit_cast<B>(f(cur)));
-      unsigned int next = (old & ~mask) | ((bits << shift) & mask);
-      if (next == old) return;
-      unsigned int seen = atomicCAS(word, old, next);
-      if (seen == old) return;
-      old = seen;
-    }
-  }
 }
 
 // bfloat16 atomicAdd exists from sm_80 on (the CAS loop serves older targets).
