@@ -4,6 +4,8 @@
 // Each workload is run once to warm up, then timed on the host around eval (which waits for
 // the GPU) over a batch of independent copies; median over the runs.
 // Inputs are random and evaluated on the GPU before timing; outputs are fresh each run.
+// NUVEC_BENCH_PROFILE=1 runs each workload twice with a batch of one (a warm-up and one
+// timed run): a short trace for a profiler (ncu) of every kernel the workloads launch.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,8 @@ namespace {
 // launched back to back and evaluated together (the launch and sync cost is spread as in
 // PyTorch's measurement, which brackets `batch` ops with CUDA events).
 double median_ms(int runs, int batch, const std::function<std::vector<nx::array>()>& make) {
+  static const bool profile = std::getenv("NUVEC_BENCH_PROFILE") != nullptr;
+  if (profile) runs = batch = 1;
   auto once = [&] {
     std::vector<nx::array> ys;
     for (int b = 0; b < batch; ++b) {

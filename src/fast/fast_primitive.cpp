@@ -2,8 +2,10 @@
 #include "fast/fast_primitive.h"
 
 #include <algorithm>
+#include <typeinfo>
 
 #include "nuvec/ops.h"
+#include "nuvec/primitive_families.h"
 #include "nuvec/transforms.h"
 
 namespace nuvec::fast {
@@ -69,6 +71,15 @@ std::pair<std::vector<array>, std::vector<int>> FastPrimitive::vmap_trailing(
   }
   auto outs = rebuild(moved);
   return {outs, std::vector<int>(outs.size(), any ? 0 : -1)};
+}
+
+bool is_known_zeros(const array& a) {
+  if (!a.has_primitive() || typeid(a.primitive()) != typeid(Full)) return false;
+  array v = a.inputs()[0];
+  while (v.has_primitive() && typeid(v.primitive()) == typeid(Broadcast)) v = v.inputs()[0];
+  if (v.size() != 1 || v.has_primitive() || !v.is_available()) return false;
+  const auto* bytes = static_cast<const unsigned char*>(v.raw_data());
+  return std::all_of(bytes, bytes + v.itemsize(), [](unsigned char c) { return c == 0; });
 }
 
 std::vector<array> record_or_fallback(

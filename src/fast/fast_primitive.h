@@ -88,6 +88,12 @@ class FastPrimitive : public Primitive {
   std::pair<std::vector<array>, std::vector<int>> vmap(           \
       const std::vector<array>& inputs, const std::vector<int>& axes) override;
 
+/// Whether `a` is known to be all zeros without evaluating anything: zeros_like's graph (a
+/// Full of a broadcast scalar constant whose bytes are all zero), which autodiff passes as
+/// the cotangent of an output nothing depends on. A dedicated vjp of a several-output op
+/// skips adding such a cotangent (a full pass over memory for nothing).
+bool is_known_zeros(const array& a);
+
 /// The outputs of a fused op: one node of `primitive` (with output shapes and dtypes given)
 /// when `kernel_covers`, else the primitive's fallback run on the inputs.
 std::vector<array> record_or_fallback(

@@ -241,6 +241,25 @@ std::vector<Shape> AddRmsNorm::output_shapes(const std::vector<array>& inputs) {
   return {inputs[0].shape(), inputs[0].shape()};
 }
 
+std::vector<array> AddRmsNorm::vjp(
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums,
+    const std::vector<array>& outputs) {
+  const array& h = outputs[0];
+  const array& w = primals[2];
+  array gy = astype(cotangents[1], h.dtype(), stream());
+  auto grads = fast::record_or_fallback(
+      kernel_covers(h), std::make_shared<RmsNormVjp>(stream(), eps_), {h.shape(), w.shape()},
+      {h.dtype(), w.dtype()}, {h, w, gy});
+  array dh = fast::is_known_zeros(cotangents[0])
+      ? grads[0]
+      : add(grads[0], astype(cotangents[0], h.dtype(), stream()), stream());
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(a == 2 ? grads[1] : dh);
+  return out;
+}
+
 bool AddRmsNorm::is_equivalent(const Primitive& other) const {
   auto o = same_type<AddRmsNorm>(other);
   return o && o->eps_ == eps_;

@@ -31,22 +31,34 @@ __device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_
   int nan = 0;
   if (src) {
     if (aligned) {
-      for (int64_t v = lane; v < n / W; v += TPR) {
-        const auto raw = load_vec<W, Load::ReadOnly>(src + v * W);
-        A a[W];
-        A vm = neg_inf<A>();
+      // kUnroll vectors are loaded before any is used: a thread keeps that many loads in
+      // flight (one at a time ran LogSumExp at 0.22 of the copy bandwidth on the H200).
+      constexpr int kUnroll = 4;
+      const int64_t nv = n / W;
+      for (int64_t v0 = lane; v0 < nv; v0 += int64_t(kUnroll) * TPR) {
+        Packed<T, W> raw[kUnroll];
 #pragma unroll
-        for (int j = 0; j < W; ++j) {
-          a[j] = to_acc(raw[j]);
-          nan |= a[j] != a[j];
-          vm = max_no_nan(vm, a[j]);
+        for (int u = 0; u < kUnroll; ++u) {
+          if (v0 + u * TPR < nv) raw[u] = load_packed<W, Load::ReadOnly>(src + (v0 + u * TPR) * W);
         }
-        A vs = 0;
-        if (vm != neg_inf<A>()) {
 #pragma unroll
-          for (int j = 0; j < W; ++j) vs += math::exp(a[j] - vm); // +inf: NaN, as online_add
+        for (int u = 0; u < kUnroll; ++u) {
+          if (v0 + u * TPR < nv) {
+            A vm = neg_inf<A>();
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+              const A a = to_acc(element(raw[u], j));
+              nan |= a != a;
+              vm = max_no_nan(vm, a);
+            }
+            A vs = 0;
+            if (vm != neg_inf<A>()) {
+#pragma unroll
+              for (int j = 0; j < W; ++j) vs += math::exp(to_acc(element(raw[u], j)) - vm); // +inf: NaN, as online_add
+            }
+            online_merge(m, s, vm, vs);
+          }
         }
-        online_merge(m, s, vm, vs);
       }
     } else {
       for (int64_t i = lane; i < n; i += TPR) {

@@ -69,6 +69,34 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
   *reinterpret_cast<W*>(p) = w;
 }
 
+/// N elements of T held as the raw words one load moves, so that two 16-bit elements share a
+/// 32-bit register (a Vec<T, N> of halves may give each element its own register: a row of
+/// 4 bf16 vectors then takes 32 registers instead of 16, which spills in the 32-40 register
+/// budgets of the full-occupancy row kernels). Read element j with element(); j must be a
+/// compile-time constant after unrolling, so the read is a register extract.
+template <typename T, int N>
+struct Packed {
+  typename RawWord<int(N * sizeof(T))>::type w;
+};
+
+/// Loads N elements at p (aligned to N * sizeof(T) bytes) as one instruction, kept packed.
+template <int N, Load kLoad = Load::Default, typename T>
+__device__ __forceinline__ Packed<T, N> load_packed(const T* p) {
+  using W = typename RawWord<int(N * sizeof(T))>::type;
+  Packed<T, N> r;
+  if constexpr (kLoad == Load::ReadOnly) r.w = __ldg(reinterpret_cast<const W*>(p));
+  else r.w = *reinterpret_cast<const W*>(p);
+  return r;
+}
+
+/// Element j of a packed vector.
+template <typename T, int N>
+__device__ __forceinline__ T element(const Packed<T, N>& v, int j) {
+  T r;
+  memcpy(&r, reinterpret_cast<const char*>(&v.w) + j * sizeof(T), sizeof(T));
+  return r;
+}
+
 /// Whether p is aligned for `bytes`-wide vectors (host or device).
 __host__ __device__ __forceinline__ bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;

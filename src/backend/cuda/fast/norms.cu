@@ -2,18 +2,23 @@
 // src/fast/norms.cpp; semantics are the CPU kernels', src/backend/cpu/fast/norms.cpp):
 // statistics in float (double for float64), rounding where the fallback graph rounds.
 //
-// One block per row (grid-stride over rows). Rows up to BLOCK x kVpt vectors are held in
-// registers, BLOCK the smallest power of two from 32 to 512 that holds the row. Each element
-// is read once, the statistics reduced across the block (device/warp.cuh), and each output
-// written once. Longer rows stream from global memory once per
-// statistic and once for the output (the re-reads of a row mostly hit L2). Inputs whose rows
-// are not dense and row-major are copied to that form first.
+// One block per row (grid-stride over rows). Aligned rows (16-byte aligned, n a multiple of
+// the vector width) up to BLOCK x kVpt vectors are held in registers as packed elements,
+// BLOCK the smallest power of two from 32 to 512 that holds the row, in a register budget
+// that keeps 1280-1536 threads an SM resident (the loads of many rows in flight is what
+// reaches the copy bandwidth). Each element is read once, the statistics reduced across the
+// block (device/warp.cuh), and each output written once. Unaligned and longer rows stream
+// from global memory once per statistic and once for the output (the re-reads of a row
+// mostly hit L2). Inputs whose rows are not dense and row-major are copied to that form
+// first.
 //
 // The backward kernels (RmsNormVjp, LayerNormVjp) read x and g once per row from registers
-// the same way and write dx once; the parameter gradients are deterministic column sums of
-// per-block partials (see "Backward" below).
+// the same way (one vector a thread, blocks up to 1024) and write dx once; the parameter
+// gradients are deterministic column sums of per-block partials (see "Backward" below).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 
 #include "backend/cuda/copy.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -60,58 +65,45 @@ __device__ __forceinline__ T finish(A v, const NormArgs<T>& p, int64_t i) {
   return y;
 }
 
-/// Blocks per SM the register kernels ask the compiler to fit (1024 threads per SM: enough
-/// loads in flight to cover HBM latency; the row stays in registers as packed elements).
-template <int BLOCK>
-inline constexpr int kMinBlocks = BLOCK >= 1024 ? 1 : 1024 / BLOCK;
+/// Blocks per SM the register kernels ask the compiler to fit: 1536 threads (40 registers a
+/// thread) for RmsNorm, 1280 (48) for the kinds that also hold a mean or a residual. The
+/// row stays in registers as packed elements (cu::Packed). Measured on the H200 (bf16
+/// 16384 x 4096 rms_norm, blocks of 128): 64 registers and 1024 threads an SM ran at 0.52 of
+/// the copy bandwidth; 32 registers and 2048 threads (a hand-written bf16 kernel) at 0.94.
+template <Norm kind, int BLOCK>
+inline constexpr int kRegsBlocks = (kind == Norm::Rms ? 1536 : 1280) / BLOCK;
 
-/// Register-resident rows: thread `lane` holds vectors lane, lane + BLOCK, ... of its row
-/// (x, or h = x + r), as packed elements; padding slots hold zeros.
+/// Register-resident rows, every row 16-byte aligned and n a multiple of the vector width:
+/// thread `lane` holds vectors lane, lane + BLOCK, ... of its row (x, or h = x + r) as packed
+/// elements, all loaded before the first reduction. Offsets inside a row are 32-bit.
 template <typename T, Norm kind, int BLOCK, int VPT>
-__global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(const NormArgs<T> p) {
+__global__ void __launch_bounds__(BLOCK, kRegsBlocks<kind, BLOCK>) norm_regs_kernel(const NormArgs<T> p) {
   using A = cu::device_acc_t<T>;
   constexpr int W = cu::kVec<T>;
   __shared__ A buf[BLOCK / 32];
   const int lane = threadIdx.x;
-  const int64_t n = p.n;
+  const int nv = static_cast<int>(p.n / W); // vectors per row
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const T* xr = p.x + row * n;
-    cu::Vec<T, W> v[VPT];
+    const int64_t off = row * p.n;
+    cu::Packed<T, W> v[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      const int64_t base = (int64_t(k) * BLOCK + lane) * W;
-      if (p.aligned) {
-        if (base < n) {
-          v[k] = cu::load_vec<W, cu::Load::ReadOnly>(xr + base);
-        } else {
-#pragma unroll
-          for (int j = 0; j < W; ++j) v[k][j] = T(0.0f);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < W; ++j) v[k][j] = base + j < n ? xr[base + j] : T(0.0f);
-      }
+      const int i = k * BLOCK + lane;
+      if (i < nv) v[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.x + off + i * W);
+      else memset(&v[k], 0, sizeof(v[k])); // zero bits: +0 in every float type
     }
     if constexpr (kind == Norm::AddRms) {
       // h = x + r, rounded, stored, and normalised in place of x.
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
-        const int64_t base = (int64_t(k) * BLOCK + lane) * W;
-        if (p.aligned) {
-          if (base < n) {
-            const auto rv = cu::load_vec<W, cu::Load::ReadOnly>(p.r + row * n + base);
+        const int i = k * BLOCK + lane;
+        if (i < nv) {
+          const auto rv = cu::load_vec<W, cu::Load::ReadOnly>(p.r + off + i * W);
+          cu::Vec<T, W> h;
 #pragma unroll
-            for (int j = 0; j < W; ++j) v[k][j] = cu::store_as<T>(cu::to_acc(v[k][j]) + cu::to_acc(rv[j]));
-            cu::store_vec<W>(p.h + row * n + base, v[k]);
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            if (base + j < n) {
-              v[k][j] = cu::store_as<T>(cu::to_acc(v[k][j]) + cu::to_acc(p.r[row * n + base + j]));
-              p.h[row * n + base + j] = v[k][j];
-            }
-          }
+          for (int j = 0; j < W; ++j) h[j] = cu::store_as<T>(cu::to_acc(cu::element(v[k], j)) + cu::to_acc(rv[j]));
+          cu::store_vec<W>(p.h + off + i * W, h);
+          memcpy(&v[k], &h, sizeof(h));
         }
       }
     }
@@ -121,44 +113,41 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK>) norm_regs_kernel(con
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) s += cu::to_acc(v[k][j]);
+        for (int j = 0; j < W; ++j) s += cu::to_acc(cu::element(v[k], j));
       }
-      mean = cu::block_allreduce(s, Plus{}, buf) / A(n);
+      mean = cu::block_allreduce(s, Plus{}, buf) / A(p.n);
     }
     A ss = A(0);
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      const int64_t base = (int64_t(k) * BLOCK + lane) * W;
-#pragma unroll
-      for (int j = 0; j < W; ++j) {
-        const A c = cu::to_acc(v[k][j]) - mean;
-        if (kind != Norm::Layer || base + j < n) ss += c * c; // padding: x = 0 adds 0 for Rms
-      }
-    }
-    const A inv = A(1) / ::sqrt(cu::block_allreduce(ss, Plus{}, buf) / A(n) + A(p.eps));
-    T* yr = p.y + row * n;
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-      const int64_t base = (int64_t(k) * BLOCK + lane) * W;
-      if (p.aligned) {
-        if (base < n) {
-          cu::Vec<T, W> out, wv, bv;
-          if (p.w) wv = cu::load_vec<W, cu::Load::ReadOnly>(p.w + base);
-          if (p.b) bv = cu::load_vec<W, cu::Load::ReadOnly>(p.b + base);
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            T y = cu::store_as<T>((cu::to_acc(v[k][j]) - mean) * inv);
-            if (p.w) y = cu::store_as<T>(cu::to_acc(y) * cu::to_acc(wv[j]));
-            if (p.b) y = cu::store_as<T>(cu::to_acc(y) + cu::to_acc(bv[j]));
-            out[j] = y;
-          }
-          cu::store_vec<W>(yr + base, out);
-        }
-      } else {
+      // Padding vectors hold zeros: they add nothing to Rms's sum, but x - mean for Layer.
+      if (kind != Norm::Layer || k * BLOCK + lane < nv) {
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          if (base + j < n) yr[base + j] = finish<T, A>((cu::to_acc(v[k][j]) - mean) * inv, p, base + j);
+          const A c = cu::to_acc(cu::element(v[k], j)) - mean;
+          ss += c * c;
         }
+      }
+    }
+    const A inv = A(1) / ::sqrt(cu::block_allreduce(ss, Plus{}, buf) / A(p.n) + A(p.eps));
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int i = k * BLOCK + lane;
+      if (i < nv) {
+        cu::Vec<T, W> out;
+#pragma unroll
+        for (int j = 0; j < W; ++j) out[j] = cu::store_as<T>((cu::to_acc(cu::element(v[k], j)) - mean) * inv);
+        if (p.w) {
+          const auto wv = cu::load_vec<W, cu::Load::ReadOnly>(p.w + i * W);
+#pragma unroll
+          for (int j = 0; j < W; ++j) out[j] = cu::store_as<T>(cu::to_acc(out[j]) * cu::to_acc(wv[j]));
+        }
+        if (p.b) {
+          const auto bv = cu::load_vec<W, cu::Load::ReadOnly>(p.b + i * W);
+#pragma unroll
+          for (int j = 0; j < W; ++j) out[j] = cu::store_as<T>(cu::to_acc(out[j]) + cu::to_acc(bv[j]));
+        }
+        cu::store_vec<W>(p.y + off + i * W, out);
       }
     }
   }
@@ -206,13 +195,13 @@ void launch_regs(const NormArgs<T>& p) {
   cu::check_launch("norm_regs_kernel");
 }
 
-/// The smallest block (32 to 512 threads) whose threads hold the row in kVpt vectors each;
-/// longer rows stream. (One vector per thread in blocks up to 1024 measured slower on the
-/// H200 for bf16 rows of 4096: rms_norm 0.153 against 0.123 ms.)
+/// Aligned rows: the smallest block (32 to 512 threads) whose threads hold the row in kVpt
+/// vectors each. Unaligned rows (n not a multiple of the vector width, or a pointer off a
+/// 16-byte boundary) and longer rows stream.
 template <typename T, Norm kind>
 void launch_norm(const NormArgs<T>& p) {
   constexpr int64_t W = cu::kVec<T>;
-  const int64_t vecs = (p.n + W - 1) / W;
+  const int64_t vecs = p.aligned ? p.n / W : std::numeric_limits<int64_t>::max();
   if (vecs <= 32 * kVpt) return launch_regs<T, kind, 32, kVpt>(p);
   if (vecs <= 64 * kVpt) return launch_regs<T, kind, 64, kVpt>(p);
   if (vecs <= 128 * kVpt) return launch_regs<T, kind, 128, kVpt>(p);
@@ -301,21 +290,38 @@ struct Plus3 {
   }
 };
 
-/// Register-resident backward rows (thread `lane` holds vectors lane, lane + BLOCK, ...).
-/// kLayer: LayerNorm's formulas, else RmsNorm's.
+/// Blocks per SM of the register backward kernel: 1536 threads (at most 40 registers a
+/// thread) for RmsNorm, 1024 (64) for LayerNorm's second set of partials; room for x, g, w
+/// and the parameter-gradient partials of one vector each.
+template <bool kLayer, int BLOCK>
+inline constexpr int kVjpBlocks = (kLayer ? 1024 : 1536) / BLOCK > 32 ? 32 : (kLayer ? 1024 : 1536) / BLOCK;
+
+/// Register-resident backward rows, aligned as for norm_regs_kernel: thread `lane` holds
+/// vectors lane, lane + BLOCK, ... of x and g (packed), and w's vectors for every row it
+/// takes. kLayer: LayerNorm's formulas, else RmsNorm's.
 template <typename T, bool kLayer, int BLOCK, int VPT>
-__global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<BLOCK> / 2 : 1)
-    norm_vjp_regs_kernel(const VjpArgs<T> p) {
+__global__ void __launch_bounds__(BLOCK, kVjpBlocks<kLayer, BLOCK>) norm_vjp_regs_kernel(const VjpArgs<T> p) {
   using A = cu::device_acc_t<T>;
   constexpr int W = cu::kVec<T>;
   __shared__ A buf1[BLOCK / 32];
   __shared__ Sums3<A> buf3[BLOCK / 32];
   const int lane = threadIdx.x;
-  const int64_t n = p.n;
-  // Parameter-gradient partials of the thread's columns (db only for LayerNorm).
+  const int nv = static_cast<int>(p.n / W);
+  // Parameter-gradient partials of the thread's columns (db only for LayerNorm), and w
+  // (ones when absent, so w·g is g exactly).
   A dw[VPT][W], db[kLayer ? VPT : 1][kLayer ? W : 1];
+  cu::Packed<T, W> wv[VPT];
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
+    const int i = k * BLOCK + lane;
+    if (p.w && i < nv) {
+      wv[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.w + i * W);
+    } else {
+      cu::Vec<T, W> ones;
+#pragma unroll
+      for (int j = 0; j < W; ++j) ones[j] = T(1.0f);
+      memcpy(&wv[k], &ones, sizeof(ones));
+    }
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       dw[k][j] = A(0);
@@ -323,48 +329,40 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
     }
   }
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    cu::Vec<T, W> xv[VPT], gv[VPT];
+    const int64_t off = row * p.n;
+    cu::Packed<T, W> xv[VPT], gv[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      const int64_t base = (int64_t(k) * BLOCK + lane) * W;
-      if (p.aligned) {
-        if (base < n) {
-          xv[k] = cu::load_vec<W, cu::Load::ReadOnly>(p.x + row * n + base);
-          gv[k] = cu::load_vec<W, cu::Load::ReadOnly>(p.g + row * n + base);
-        } else {
-#pragma unroll
-          for (int j = 0; j < W; ++j) xv[k][j] = gv[k][j] = T(0.0f);
-        }
+      const int i = k * BLOCK + lane;
+      if (i < nv) {
+        xv[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.x + off + i * W);
+        gv[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.g + off + i * W);
       } else {
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-          const bool in = base + j < n;
-          xv[k][j] = in ? p.x[row * n + base + j] : T(0.0f);
-          gv[k][j] = in ? p.g[row * n + base + j] : T(0.0f);
-        }
+        memset(&xv[k], 0, sizeof(xv[k])); // zero bits: +0 in every float type
+        memset(&gv[k], 0, sizeof(gv[k]));
       }
     }
-    // Padding slots hold x = g = 0: they add nothing to any sum below.
+    // Padding vectors hold x = g = 0: they add nothing to the sums of x, and the sums of
+    // c = x - mean skip them.
     A mean = A(0);
     if constexpr (kLayer) {
       A s = A(0);
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) s += cu::to_acc(xv[k][j]);
+        for (int j = 0; j < W; ++j) s += cu::to_acc(cu::element(xv[k], j));
       }
-      mean = cu::block_allreduce(s, Plus{}, buf1) / A(n);
+      mean = cu::block_allreduce(s, Plus{}, buf1) / A(p.n);
     }
     // a: sum of c², b: sum of w·g, c: sum of w·g·c, with c = x - mean (x for RmsNorm).
     Sums3<A> t{A(0), A(0), A(0)};
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      const int64_t base = (int64_t(k) * BLOCK + lane) * W;
+      if (k * BLOCK + lane < nv) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
-        if (base + j < n) {
-          const A c = cu::to_acc(xv[k][j]) - mean;
-          const A wg = cu::to_acc(gv[k][j]) * (p.w ? cu::to_acc(p.w[base + j]) : A(1));
+        for (int j = 0; j < W; ++j) {
+          const A c = cu::to_acc(cu::element(xv[k], j)) - mean;
+          const A wg = cu::to_acc(cu::element(gv[k], j)) * cu::to_acc(cu::element(wv[k], j));
           t.a += c * c;
           t.b += wg;
           t.c += wg * c;
@@ -372,44 +370,35 @@ __global__ void __launch_bounds__(BLOCK, kMinBlocks<BLOCK> / 2 > 0 ? kMinBlocks<
       }
     }
     t = cu::block_allreduce(t, Plus3{}, buf3);
-    const A inv = A(1) / ::sqrt(t.a / A(n) + A(p.eps));
-    const A mwg = kLayer ? t.b / A(n) : A(0);
-    const A k3 = t.c / A(n) * inv * inv * inv;
-    T* dxr = p.dx + row * n;
+    const A inv = A(1) / ::sqrt(t.a / A(p.n) + A(p.eps));
+    const A mwg = kLayer ? t.b / A(p.n) : A(0);
+    const A k3 = t.c / A(p.n) * inv * inv * inv;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      const int64_t base = (int64_t(k) * BLOCK + lane) * W;
-      cu::Vec<T, W> out;
+      const int i = k * BLOCK + lane;
+      if (i < nv) {
+        cu::Vec<T, W> out;
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
-        const A c = cu::to_acc(xv[k][j]) - mean;
-        const A gj = cu::to_acc(gv[k][j]);
-        const A wg = gj * (p.w && base + j < n ? cu::to_acc(p.w[base + j]) : A(1));
-        out[j] = cu::store_as<T>((wg - mwg) * inv - c * k3);
-        if (base + j < n) {
+        for (int j = 0; j < W; ++j) {
+          const A c = cu::to_acc(cu::element(xv[k], j)) - mean;
+          const A gj = cu::to_acc(cu::element(gv[k], j));
+          out[j] = cu::store_as<T>((gj * cu::to_acc(cu::element(wv[k], j)) - mwg) * inv - c * k3);
           dw[k][j] += gj * c * inv;
           if constexpr (kLayer) db[k][j] += gj;
         }
-      }
-      if (p.aligned) {
-        if (base < n) cu::store_vec<W>(dxr + base, out);
-      } else {
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-          if (base + j < n) dxr[base + j] = out[j];
-        }
+        cu::store_vec<W>(p.dx + off + i * W, out);
       }
     }
   }
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
-    const int64_t base = (int64_t(k) * BLOCK + lane) * W;
+    const int i = k * BLOCK + lane;
+    if (i < nv) {
 #pragma unroll
-    for (int j = 0; j < W; ++j) {
-      if (base + j < n) {
-        if (p.pw) p.pw[blockIdx.x * n + base + j] = dw[k][j];
+      for (int j = 0; j < W; ++j) {
+        if (p.pw) p.pw[blockIdx.x * p.n + i * W + j] = dw[k][j];
         if constexpr (kLayer) {
-          if (p.pb) p.pb[blockIdx.x * n + base + j] = db[k][j];
+          if (p.pb) p.pb[blockIdx.x * p.n + i * W + j] = db[k][j];
         }
       }
     }
@@ -460,13 +449,30 @@ __global__ void __launch_bounds__(BLOCK) norm_vjp_looped_kernel(const VjpArgs<T>
   }
 }
 
-/// out[j] = sum over the G partial rows of partial[b * n + j], in block order (deterministic).
+/// Columns and row groups of one column_sum_kernel block.
+constexpr int kSumCols = 32, kSumGroups = 8;
+
+/// out[j] = sum over the G partial rows of partial[b * n + j], deterministic: a block takes
+/// kSumCols columns; its kSumGroups warps sum the rows b = group, group + kSumGroups, ... in
+/// order (coalesced across the warp's columns), then one warp adds the groups' sums in group
+/// order. (One thread per column summing all G rows ran at a sixth of this on the H200.)
 template <typename T>
-__global__ void column_sum_kernel(const cu::device_acc_t<T>* partial, T* out, int64_t blocks, int64_t n) {
-  NUVEC_CUDA_KERNEL_LOOP(j, n) {
-    cu::device_acc_t<T> s = 0;
-    for (int64_t b = 0; b < blocks; ++b) s += partial[b * n + j];
-    out[j] = cu::store_as<T>(s);
+__global__ void __launch_bounds__(kSumCols * kSumGroups)
+    column_sum_kernel(const cu::device_acc_t<T>* partial, T* out, int64_t blocks, int64_t n) {
+  using A = cu::device_acc_t<T>;
+  __shared__ A sums[kSumGroups][kSumCols + 1];
+  const int c = threadIdx.x % kSumCols, group = threadIdx.x / kSumCols;
+  const int64_t j = int64_t(blockIdx.x) * kSumCols + c;
+  A s = 0;
+  if (j < n) {
+    for (int64_t b = group; b < blocks; b += kSumGroups) s += partial[b * n + j];
+  }
+  sums[group][c] = s;
+  __syncthreads();
+  if (group == 0 && j < n) {
+    A r = sums[0][c];
+    for (int g = 1; g < kSumGroups; ++g) r += sums[g][c];
+    out[j] = cu::store_as<T>(r);
   }
 }
 
@@ -492,16 +498,20 @@ int64_t launch_one_wave(VjpArgs<T>& p) {
   return grid;
 }
 
+/// Aligned rows up to 1024 vectors: one vector per thread in the smallest block that holds
+/// the row (measured on the H200 for bf16 rows of 4096: blocks of 512 threads of one vector
+/// beat 128 threads of four, which need twice the registers for the partials); other rows
+/// stream.
 template <typename T, bool kLayer>
 int64_t launch_vjp(VjpArgs<T>& p) {
   constexpr int64_t W = cu::kVec<T>;
-  const int64_t vecs = (p.n + W - 1) / W;
-  // Up to 256 threads of kVpt vectors: each holds x, g and the partial accumulators of its
-  // elements.
-  if (vecs <= 32 * kVpt) return launch_one_wave<T, kLayer, 32, kVpt, false>(p);
-  if (vecs <= 64 * kVpt) return launch_one_wave<T, kLayer, 64, kVpt, false>(p);
-  if (vecs <= 128 * kVpt) return launch_one_wave<T, kLayer, 128, kVpt, false>(p);
-  if (vecs <= 256 * kVpt) return launch_one_wave<T, kLayer, 256, kVpt, false>(p);
+  const int64_t vecs = p.aligned ? p.n / W : std::numeric_limits<int64_t>::max();
+  if (vecs <= 32) return launch_one_wave<T, kLayer, 32, 1, false>(p);
+  if (vecs <= 64) return launch_one_wave<T, kLayer, 64, 1, false>(p);
+  if (vecs <= 128) return launch_one_wave<T, kLayer, 128, 1, false>(p);
+  if (vecs <= 256) return launch_one_wave<T, kLayer, 256, 1, false>(p);
+  if (vecs <= 512) return launch_one_wave<T, kLayer, 512, 1, false>(p);
+  if (vecs <= 1024) return launch_one_wave<T, kLayer, 1024, 1, false>(p);
   return launch_one_wave<T, kLayer, 512, 1, true>(p);
 }
 
@@ -542,16 +552,16 @@ void run_norm_vjp(
     auto ok = [](const void* q) { return q == nullptr || cu::is_aligned(q, 16); };
     p.aligned = p.n % cu::kVec<T> == 0 && ok(p.x) && ok(p.g) && ok(p.w) && ok(p.dx);
     const int64_t blocks = launch_vjp<T, kLayer>(p);
-    const unsigned cgrid = cu::grid_for(size_t(p.n), 256);
+    const auto cgrid = static_cast<unsigned>(cu::ceil_div(p.n, kSumCols));
     // Absent parameters get the 0-d zero gradient.
     if (want_w) {
-      column_sum_kernel<T><<<cgrid, 256, 0, cu::stream()>>>(p.pw, static_cast<T*>(dwp), blocks, p.n);
+      column_sum_kernel<T><<<cgrid, kSumCols * kSumGroups, 0, cu::stream()>>>(p.pw, static_cast<T*>(dwp), blocks, p.n);
     } else {
       NUVEC_CUDA_CHECK(cudaMemsetAsync(dwp, 0, outputs[1].nbytes(), cu::stream()));
     }
     if (kLayer) {
       if (want_b) {
-        column_sum_kernel<T><<<cgrid, 256, 0, cu::stream()>>>(p.pb, static_cast<T*>(dbp), blocks, p.n);
+        column_sum_kernel<T><<<cgrid, kSumCols * kSumGroups, 0, cu::stream()>>>(p.pb, static_cast<T*>(dbp), blocks, p.n);
       } else {
         NUVEC_CUDA_CHECK(cudaMemsetAsync(dbp, 0, outputs[2].nbytes(), cu::stream()));
       }
