@@ -1,8 +1,8 @@
 // nuvec: the logsumexp of one row by a group of TPR threads (a warp's lanes, or a whole
 // block when TPR > 32), the core of the LogSumExp and CrossEntropy kernels. One pass of
 // online (max, sum) accumulation (online_softmax.cuh): 16-byte vectors where the row is
-// aligned, each vector merged as one (max, sum) part, so the running sum is rescaled once per
-// vector; then the group's parts merged by shuffles and, across warps, shared memory.
+// aligned, the running sum rescaled only when a vector raises the running max; then the
+// group's parts merged by shuffles and, across warps, shared memory.
 // Semantics (the LogSumExp fallback's): NaN anywhere gives NaN; a row whose max is ±inf
 // gives that infinity; else max + log(sum(exp(x − max))). Host-free device code.
 #pragma once
@@ -51,12 +51,17 @@ __device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_
               nan |= a != a;
               vm = max_no_nan(vm, a);
             }
-            A vs = 0;
-            if (vm != neg_inf<A>()) {
-#pragma unroll
-              for (int j = 0; j < W; ++j) vs += math::exp(to_acc(element(raw[u], j)) - vm); // +inf: NaN, as online_add
+            // The running sum is rescaled only when the max grows (rarely, after the first
+            // vectors), then the vector's terms added at the running max: one exp an
+            // element, where merging each vector as a (max, sum) part took W + 2.
+            if (vm > m) {
+              if (m != neg_inf<A>()) s *= math::exp(m - vm);
+              m = vm;
             }
-            online_merge(m, s, vm, vs);
+            if (m != neg_inf<A>()) {
+#pragma unroll
+              for (int j = 0; j < W; ++j) s += math::exp(to_acc(element(raw[u], j)) - m); // +inf: NaN, as online_add
+            }
           }
         }
       }

@@ -290,11 +290,11 @@ struct Plus3 {
   }
 };
 
-/// Blocks per SM of the register backward kernel: 1536 threads (at most 40 registers a
-/// thread) for RmsNorm, 1024 (64) for LayerNorm's second set of partials; room for x, g, w
-/// and the parameter-gradient partials of one vector each.
+/// Blocks per SM of the register backward kernel: 1280 threads (at most 48 registers a
+/// thread) for RmsNorm, 1024 (64) for LayerNorm's second set of partials; room for x, g, w,
+/// the next row's x and g and the parameter-gradient partials of one vector each.
 template <bool kLayer, int BLOCK>
-inline constexpr int kVjpBlocks = (kLayer ? 1024 : 1536) / BLOCK > 32 ? 32 : (kLayer ? 1024 : 1536) / BLOCK;
+inline constexpr int kVjpBlocks = (kLayer ? 1024 : 1280) / BLOCK > 32 ? 32 : (kLayer ? 1024 : 1280) / BLOCK;
 
 /// Register-resident backward rows, aligned as for norm_regs_kernel: thread `lane` holds
 /// vectors lane, lane + BLOCK, ... of x and g (packed), and w's vectors for every row it
@@ -328,20 +328,33 @@ __global__ void __launch_bounds__(BLOCK, kVjpBlocks<kLayer, BLOCK>) norm_vjp_reg
       if constexpr (kLayer) db[k][j] = A(0);
     }
   }
+  // x and g of row `r` into (xs, gs); padding vectors hold zero bits (+0 in every type).
+  const auto load_row = [&](int64_t r, cu::Packed<T, W>* xs, cu::Packed<T, W>* gs) {
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int i = k * BLOCK + lane;
+      if (i < nv) {
+        xs[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.x + r * p.n + i * W);
+        gs[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.g + r * p.n + i * W);
+      } else {
+        memset(&xs[k], 0, sizeof(xs[k]));
+        memset(&gs[k], 0, sizeof(gs[k]));
+      }
+    }
+  };
+  // The grid is one wave (every block loops over rows): the next row's loads are issued
+  // before this row's reductions, so that loads stay in flight while the block computes.
+  cu::Packed<T, W> xn[VPT], gn[VPT];
+  if (blockIdx.x < p.rows) load_row(blockIdx.x, xn, gn);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const int64_t off = row * p.n;
     cu::Packed<T, W> xv[VPT], gv[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      const int i = k * BLOCK + lane;
-      if (i < nv) {
-        xv[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.x + off + i * W);
-        gv[k] = cu::load_packed<W, cu::Load::ReadOnly>(p.g + off + i * W);
-      } else {
-        memset(&xv[k], 0, sizeof(xv[k])); // zero bits: +0 in every float type
-        memset(&gv[k], 0, sizeof(gv[k]));
-      }
+      xv[k] = xn[k];
+      gv[k] = gn[k];
     }
+    if (row + gridDim.x < p.rows) load_row(row + gridDim.x, xn, gn);
     // Padding vectors hold x = g = 0: they add nothing to the sums of x, and the sums of
     // c = x - mean skip them.
     A mean = A(0);
