@@ -39,7 +39,7 @@ struct RegisterRow {
   __device__ __forceinline__ int index(int k) const { return k * TPR + lane; }
   __device__ __forceinline__ bool valid(int k) const { return index(k) < nv; }
   /// Element j of slot k, in the compute type.
-  __device__ __forceinline__ A at(int k, int j) const { return to_acc(element(v[k], j)); }
+  __device__ __forceinline__ A at(int k, int j) const { return acc_at(v[k], j); }
 
   /// f(acc, x) folded over the thread's elements of the row, in order.
   template <typename F>

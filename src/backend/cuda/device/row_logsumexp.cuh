@@ -47,7 +47,7 @@ __device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_
             A vm = neg_inf<A>();
 #pragma unroll
             for (int j = 0; j < W; ++j) {
-              const A a = to_acc(element(raw[u], j));
+              const A a = acc_at(raw[u], j);
               nan |= a != a;
               vm = max_no_nan(vm, a);
             }
@@ -60,7 +60,7 @@ __device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_
             }
             if (m != neg_inf<A>()) {
 #pragma unroll
-              for (int j = 0; j < W; ++j) s += math::exp(to_acc(element(raw[u], j)) - m); // +inf: NaN, as online_add
+              for (int j = 0; j < W; ++j) s += math::exp(acc_at(raw[u], j) - m); // +inf: NaN, as online_add
             }
           }
         }

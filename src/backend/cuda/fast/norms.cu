@@ -65,13 +65,14 @@ __device__ __forceinline__ T finish(A v, const NormArgs<T>& p, int64_t i) {
   return y;
 }
 
-/// Blocks per SM the register kernels ask the compiler to fit: 1536 threads (40 registers a
-/// thread) for RmsNorm, 1280 (48) for the kinds that also hold a mean or a residual. The
-/// row stays in registers as packed elements (cu::Packed). Measured on the H200 (bf16
-/// 16384 x 4096 rms_norm, blocks of 128): 64 registers and 1024 threads an SM ran at 0.52 of
-/// the copy bandwidth; 32 registers and 2048 threads (a hand-written bf16 kernel) at 0.94.
+/// Blocks per SM the register kernels ask the compiler to fit: 2048 threads (32 registers a
+/// thread) for RmsNorm, 1536 (40) for LayerNorm's mean, 1280 (48) for AddRmsNorm's residual.
+/// The row stays in registers as packed elements (cu::Packed, read with cu::acc_at).
+/// Measured on the H200 (bf16 16384 x 4096 rms_norm, blocks of 128): 64 registers and 1024
+/// threads an SM ran at 0.52 of the copy bandwidth, 40 and 1536 at 0.87; a hand-written bf16
+/// kernel at 32 and 2048 at 0.94.
 template <Norm kind, int BLOCK>
-inline constexpr int kRegsBlocks = (kind == Norm::Rms ? 1536 : 1280) / BLOCK;
+inline constexpr int kRegsBlocks = (kind == Norm::Rms ? 2048 : kind == Norm::Layer ? 1536 : 1280) / BLOCK;
 
 /// Register-resident rows, every row 16-byte aligned and n a multiple of the vector width:
 /// thread `lane` holds vectors lane, lane + BLOCK, ... of its row (x, or h = x + r) as packed
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(BLOCK, kRegsBlocks<kind, BLOCK>) norm_regs_ker
           const auto rv = cu::load_vec<W, cu::Load::ReadOnly>(p.r + off + i * W);
           cu::Vec<T, W> h;
 #pragma unroll
-          for (int j = 0; j < W; ++j) h[j] = cu::store_as<T>(cu::to_acc(cu::element(v[k], j)) + cu::to_acc(rv[j]));
+          for (int j = 0; j < W; ++j) h[j] = cu::store_as<T>(cu::acc_at(v[k], j) + cu::to_acc(rv[j]));
           cu::store_vec<W>(p.h + off + i * W, h);
           memcpy(&v[k], &h, sizeof(h));
         }
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(BLOCK, kRegsBlocks<kind, BLOCK>) norm_regs_ker
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) s += cu::to_acc(cu::element(v[k], j));
+        for (int j = 0; j < W; ++j) s += cu::acc_at(v[k], j);
       }
       mean = cu::block_allreduce(s, Plus{}, buf) / A(p.n);
     }
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(BLOCK, kRegsBlocks<kind, BLOCK>) norm_regs_ker
       if (kind != Norm::Layer || k * BLOCK + lane < nv) {
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A c = cu::to_acc(cu::element(v[k], j)) - mean;
+          const A c = cu::acc_at(v[k], j) - mean;
           ss += c * c;
         }
       }
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(BLOCK, kRegsBlocks<kind, BLOCK>) norm_regs_ker
       if (i < nv) {
         cu::Vec<T, W> out;
 #pragma unroll
-        for (int j = 0; j < W; ++j) out[j] = cu::store_as<T>((cu::to_acc(cu::element(v[k], j)) - mean) * inv);
+        for (int j = 0; j < W; ++j) out[j] = cu::store_as<T>((cu::acc_at(v[k], j) - mean) * inv);
         if (p.w) {
           const auto wv = cu::load_vec<W, cu::Load::ReadOnly>(p.w + i * W);
 #pragma unroll
@@ -363,7 +364,7 @@ __global__ void __launch_bounds__(BLOCK, kVjpBlocks<kLayer, BLOCK>) norm_vjp_reg
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
 #pragma unroll
-        for (int j = 0; j < W; ++j) s += cu::to_acc(cu::element(xv[k], j));
+        for (int j = 0; j < W; ++j) s += cu::acc_at(xv[k], j);
       }
       mean = cu::block_allreduce(s, Plus{}, buf1) / A(p.n);
     }
@@ -374,8 +375,8 @@ __global__ void __launch_bounds__(BLOCK, kVjpBlocks<kLayer, BLOCK>) norm_vjp_reg
       if (k * BLOCK + lane < nv) {
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A c = cu::to_acc(cu::element(xv[k], j)) - mean;
-          const A wg = cu::to_acc(cu::element(gv[k], j)) * cu::to_acc(cu::element(wv[k], j));
+          const A c = cu::acc_at(xv[k], j) - mean;
+          const A wg = cu::acc_at(gv[k], j) * cu::acc_at(wv[k], j);
           t.a += c * c;
           t.b += wg;
           t.c += wg * c;
@@ -393,9 +394,9 @@ __global__ void __launch_bounds__(BLOCK, kVjpBlocks<kLayer, BLOCK>) norm_vjp_reg
         cu::Vec<T, W> out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A c = cu::to_acc(cu::element(xv[k], j)) - mean;
-          const A gj = cu::to_acc(cu::element(gv[k], j));
-          out[j] = cu::store_as<T>((gj * cu::to_acc(cu::element(wv[k], j)) - mwg) * inv - c * k3);
+          const A c = cu::acc_at(xv[k], j) - mean;
+          const A gj = cu::acc_at(gv[k], j);
+          out[j] = cu::store_as<T>((gj * cu::acc_at(wv[k], j) - mwg) * inv - c * k3);
           dw[k][j] += gj * c * inv;
           if constexpr (kLayer) db[k][j] += gj;
         }
