@@ -49,7 +49,7 @@ struct Plus {
 // The one-pass online kernel above rescales its running sum once a vector and ran at 0.21 of
 // the copy bandwidth on the H200 (bf16 16384 x 4096), bound by its exps and merges.
 template <typename T, int TPR, int VPT, int BLOCK>
-__global__ void __launch_bounds__(BLOCK, 1280 / BLOCK > 32 ? 32 : 1280 / BLOCK)
+__global__ void __launch_bounds__(BLOCK, cu::min_blocks_for(1280, BLOCK))
 logsumexp_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows, int64_t n) {
   using A = cu::device_acc_t<T>;
   constexpr int kRowsPerBlock = BLOCK / TPR;

@@ -63,7 +63,7 @@ struct Plus {
 // floats, the row took 79 registers and ran at 0.43 of the copy bandwidth on the H200 (bf16
 // 16384 x 4096); packed, at 0.58.
 template <int BLOCK>
-inline constexpr int kAlignedBlocks = 1280 / BLOCK > 32 ? 32 : 1280 / BLOCK;
+inline constexpr int kAlignedBlocks = cu::min_blocks_for(1280, BLOCK);
 
 template <typename T, int TPR, int VPT, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, kAlignedBlocks<BLOCK>)

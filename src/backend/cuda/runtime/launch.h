@@ -34,6 +34,13 @@ inline unsigned grid_blocks(int64_t blocks, int resident) {
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
 }
 
+/// The minimum-blocks argument of __launch_bounds__ that keeps `threads` threads of blocks of
+/// `block` threads resident on an SM (so the compiler caps registers at 65536 / threads),
+/// within the 32 blocks an SM can hold.
+constexpr int min_blocks_for(int threads, int block) {
+  return threads / block > 32 ? 32 : (threads / block < 1 ? 1 : threads / block);
+}
+
 /// Smallest power of two >= v (v >= 1), capped at cap (a power of two).
 inline int pow2_at_least(int64_t v, int cap) {
   int p = 1;
