@@ -65,31 +65,6 @@ __device__ __forceinline__ T finish(A v, const NormArgs<T>& p, int64_t i) {
   return y;
 }
 
-/// A part of a row's statistics for LayerNorm: element count, mean, sum of squared
-/// deviations from that mean, and (backward only) the sums of w·g and of w·g times the
-/// deviation. Parts merge by Chan, Golub and LeVeque's pairwise update ("Updating formulae
-/// and a pairwise algorithm for computing sample variances", 1979), so the mean and the
-/// variance take one block reduction instead of two; the formulas are symmetric in the two
-/// parts, so a merge is commutative bit for bit (the butterfly of warp_allreduce combines
-/// each pair in both orders).
-template <typename A>
-struct RowMoments {
-  A n, mean, m2, swg, cwg;
-};
-struct MergeMoments {
-  template <typename A>
-  __device__ __forceinline__ RowMoments<A> operator()(const RowMoments<A>& a, const RowMoments<A>& b) const {
-    if (a.n == A(0)) return b;
-    if (b.n == A(0)) return a;
-    const A n = a.n + b.n;
-    const A mean = (a.n * a.mean + b.n * b.mean) / n;
-    const A d = b.mean - a.mean;
-    // Σ w·g·(x − mean) = Σ_a w·g·(x − mean_a) + (mean_a − mean)·Σ_a w·g, and the same for b.
-    return {n, mean, (a.m2 + b.m2) + (d * d) * (a.n * b.n) / n, a.swg + b.swg,
-            (a.cwg + b.cwg) + ((a.mean - mean) * a.swg + (b.mean - mean) * b.swg)};
-  }
-};
-
 /// Blocks per SM the register kernels ask the compiler to fit: 2048 threads (32 registers a
 /// thread) for RmsNorm, 1536 (40) for LayerNorm's mean, 1280 (48) for AddRmsNorm's residual.
 /// The row stays in registers as packed elements (cu::Packed, read with cu::acc_at).
@@ -107,7 +82,6 @@ __global__ void __launch_bounds__(BLOCK, kRegsBlocks<kind, BLOCK>) norm_regs_ker
   using A = cu::device_acc_t<T>;
   constexpr int W = cu::kVec<T>;
   __shared__ A buf[BLOCK / 32];
-  __shared__ RowMoments<A> moments[kind == Norm::Layer ? BLOCK / 32 : 1];
   const int lane = threadIdx.x;
   const int nv = static_cast<int>(p.n / W); // vectors per row
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
@@ -134,46 +108,29 @@ __global__ void __launch_bounds__(BLOCK, kRegsBlocks<kind, BLOCK>) norm_regs_ker
         }
       }
     }
-    A mean = A(0), var;
+    A mean = A(0);
     if constexpr (kind == Norm::Layer) {
-      // The thread's own mean and squared deviations (its valid vectors), then one merge.
-      RowMoments<A> t{A(0), A(0), A(0), A(0), A(0)};
+      A s = A(0);
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
-        if (k * BLOCK + lane < nv) {
-          t.n += A(W);
 #pragma unroll
-          for (int j = 0; j < W; ++j) t.mean += cu::acc_at(v[k], j);
-        }
+        for (int j = 0; j < W; ++j) s += cu::acc_at(v[k], j);
       }
-      if (t.n > A(0)) t.mean /= t.n;
+      mean = cu::block_allreduce(s, Plus{}, buf) / A(p.n);
+    }
+    A ss = A(0);
 #pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        if (k * BLOCK + lane < nv) {
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            const A c = cu::acc_at(v[k], j) - t.mean;
-            t.m2 += c * c;
-          }
-        }
-      }
-      t = cu::block_allreduce(t, MergeMoments{}, moments);
-      mean = t.mean;
-      var = t.m2 / A(p.n);
-    } else {
-      // Padding vectors hold zeros: they add nothing to the sum of squares.
-      A ss = A(0);
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
+    for (int k = 0; k < VPT; ++k) {
+      // Padding vectors hold zeros: they add nothing to Rms's sum, but x - mean for Layer.
+      if (kind != Norm::Layer || k * BLOCK + lane < nv) {
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A c = cu::acc_at(v[k], j);
+          const A c = cu::acc_at(v[k], j) - mean;
           ss += c * c;
         }
       }
-      var = cu::block_allreduce(ss, Plus{}, buf) / A(p.n);
     }
-    const A inv = A(1) / ::sqrt(var + A(p.eps));
+    const A inv = A(1) / ::sqrt(cu::block_allreduce(ss, Plus{}, buf) / A(p.n) + A(p.eps));
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int i = k * BLOCK + lane;
@@ -347,8 +304,8 @@ template <typename T, bool kLayer, int BLOCK, int VPT>
 __global__ void __launch_bounds__(BLOCK, kVjpBlocks<kLayer, BLOCK>) norm_vjp_regs_kernel(const VjpArgs<T> p) {
   using A = cu::device_acc_t<T>;
   constexpr int W = cu::kVec<T>;
-  __shared__ Sums3<A> buf3[kLayer ? 1 : BLOCK / 32];
-  __shared__ RowMoments<A> moments[kLayer ? BLOCK / 32 : 1];
+  __shared__ A buf1[BLOCK / 32];
+  __shared__ Sums3<A> buf3[BLOCK / 32];
   const int lane = threadIdx.x;
   const int nv = static_cast<int>(p.n / W);
   // Parameter-gradient partials of the thread's columns (db only for LayerNorm), and w
@@ -399,59 +356,37 @@ __global__ void __launch_bounds__(BLOCK, kVjpBlocks<kLayer, BLOCK>) norm_vjp_reg
       gv[k] = gn[k];
     }
     if (row + gridDim.x < p.rows) load_row(row + gridDim.x, xn, gn);
-    // Per row: mean (LayerNorm), var (mean of c², c = x − mean, or x for RmsNorm), the sum of
-    // w·g and the sum of w·g·c, in one block reduction. Padding vectors are skipped.
-    A mean = A(0), var, swg = A(0), cwg;
+    // Padding vectors hold x = g = 0: they add nothing to the sums of x, and the sums of
+    // c = x - mean skip them.
+    A mean = A(0);
     if constexpr (kLayer) {
-      // The thread's own moments about its own mean, then one merge (MergeMoments).
-      RowMoments<A> t{A(0), A(0), A(0), A(0), A(0)};
+      A s = A(0);
 #pragma unroll
       for (int k = 0; k < VPT; ++k) {
-        if (k * BLOCK + lane < nv) {
-          t.n += A(W);
 #pragma unroll
-          for (int j = 0; j < W; ++j) t.mean += cu::acc_at(xv[k], j);
-        }
+        for (int j = 0; j < W; ++j) s += cu::acc_at(xv[k], j);
       }
-      if (t.n > A(0)) t.mean /= t.n;
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        if (k * BLOCK + lane < nv) {
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            const A c = cu::acc_at(xv[k], j) - t.mean;
-            const A wg = cu::acc_at(gv[k], j) * cu::acc_at(wv[k], j);
-            t.m2 += c * c;
-            t.swg += wg;
-            t.cwg += wg * c;
-          }
-        }
-      }
-      t = cu::block_allreduce(t, MergeMoments{}, moments);
-      mean = t.mean;
-      var = t.m2 / A(p.n);
-      swg = t.swg;
-      cwg = t.cwg;
-    } else {
-      Sums3<A> t{A(0), A(0), A(0)};
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        if (k * BLOCK + lane < nv) {
-#pragma unroll
-          for (int j = 0; j < W; ++j) {
-            const A x = cu::acc_at(xv[k], j);
-            t.a += x * x;
-            t.c += cu::acc_at(gv[k], j) * cu::acc_at(wv[k], j) * x;
-          }
-        }
-      }
-      t = cu::block_allreduce(t, Plus3{}, buf3);
-      var = t.a / A(p.n);
-      cwg = t.c;
+      mean = cu::block_allreduce(s, Plus{}, buf1) / A(p.n);
     }
-    const A inv = A(1) / ::sqrt(var + A(p.eps));
-    const A mwg = swg / A(p.n);
-    const A k3 = cwg / A(p.n) * inv * inv * inv;
+    // a: sum of c², b: sum of w·g, c: sum of w·g·c, with c = x - mean (x for RmsNorm).
+    Sums3<A> t{A(0), A(0), A(0)};
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      if (k * BLOCK + lane < nv) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+          const A c = cu::acc_at(xv[k], j) - mean;
+          const A wg = cu::acc_at(gv[k], j) * cu::acc_at(wv[k], j);
+          t.a += c * c;
+          t.b += wg;
+          t.c += wg * c;
+        }
+      }
+    }
+    t = cu::block_allreduce(t, Plus3{}, buf3);
+    const A inv = A(1) / ::sqrt(t.a / A(p.n) + A(p.eps));
+    const A mwg = kLayer ? t.b / A(p.n) : A(0);
+    const A k3 = t.c / A(p.n) * inv * inv * inv;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int i = k * BLOCK + lane;
