@@ -110,12 +110,12 @@ TEST(FastRows, GpuMatchesCpu) {
 
 TEST(FastRows, RulesFromTheFallback) {
   array x = randn({3, 5, 7}, float64);
-  // vjp and jvp: LogSumExp's are derived from its fallback, Softmax's jvp too (its vjp is
-  // written from the output); both against central differences.
+  // vjp and jvp against central differences: the jvps are derived from the fallbacks, the
+  // vjps are SoftmaxVjp and LogSumExpVjp nodes (tests/fast_softmax_vjp_test.cpp).
   check_grad([](const std::vector<array>& in) { return logsumexp(in[0], -1); }, {x});
   check_grad([](const std::vector<array>& in) { return logsumexp(in[0], -1, true); }, {x});
   check_grad([](const std::vector<array>& in) { return softmax(in[0], -1); }, {x});
-  // Second order through the derived rules.
+  // Second order through the backward node's rules.
   auto g2 = grad([](const array& a) { return sum(grad([](const array& b) { return sum(logsumexp(b, -1)); })(a) * a); })(x);
   eval(g2);
   EXPECT_EQ(g2.shape(), x.shape());

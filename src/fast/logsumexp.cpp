@@ -1,4 +1,6 @@
-// nuvec: logsumexp, its fallback graph and the rules of the LogSumExp fused primitive.
+// nuvec: logsumexp, its fallback graph and the rules of the LogSumExp fused primitive, and its
+// backward LogSumExpVjp, whose fallback is the derivative of LogSumExp's fallback graph
+// (MLX's LogSumExp::vjp: g · softmax(x)).
 #include "fast/logsumexp.h"
 
 #include <typeinfo>
@@ -67,6 +69,20 @@ std::vector<Shape> LogSumExp::output_shapes(const std::vector<array>& inputs) {
   return {shape};
 }
 
+std::vector<array> LogSumExp::vjp(
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums,
+    const std::vector<array>& outputs) {
+  // The forward's output saves the kernels the row's max. A cotangent of another dtype than
+  // x's keeps its precision through the fallback (the kernels take one dtype).
+  const array& x = primals[0];
+  const array& g = cotangents[0];
+  return fast::record_or_fallback(
+      issubdtype(x.dtype(), floating) && g.dtype() == x.dtype(), std::make_shared<LogSumExpVjp>(stream()),
+      {x.shape()}, {x.dtype()}, {x, outputs[0], g});
+}
+
 std::pair<std::vector<array>, std::vector<int>> LogSumExp::vmap(
     const std::vector<array>& inputs,
     const std::vector<int>& axes) {
@@ -78,6 +94,35 @@ std::pair<std::vector<array>, std::vector<int>> LogSumExp::vmap(
 
 bool LogSumExp::is_equivalent(const Primitive& other) const {
   return typeid(other) == typeid(LogSumExp);
+}
+
+// ---- LogSumExpVjp ----------------------------------------------------------------------
+
+LogSumExpVjp::LogSumExpVjp(Stream stream)
+    : FastPrimitive(stream, [stream](const std::vector<array>& in) {
+        // The derivative of logsumexp_graph, step by step: its max (gradient-free, 0 where
+        // infinite), exp's vjp (times the exponentials), sum's (broadcast) and log's (g / s).
+        // lse (in[1]) does not enter: it is the kernels' shift, which the value ignores.
+        const auto s = stream;
+        const Dtype dt = in[0].dtype(), acc = float_accumulate_type(dt);
+        array xf = astype(in[0], acc, s);
+        array m = stop_gradient(max(xf, -1, true, s), s);
+        m = where(isinf(m, s), zeros_like(m, s), m, s);
+        array e = exp(subtract(xf, m, s), s);
+        array dx = multiply(divide(astype(in[2], acc, s), sum(e, -1, true, s), s), e, s);
+        return std::vector<array>{acc != dt ? astype(dx, dt, s) : dx};
+      }) {}
+
+const char* LogSumExpVjp::name() const {
+  return "LogSumExpVjp";
+}
+
+std::vector<Shape> LogSumExpVjp::output_shapes(const std::vector<array>& inputs) {
+  return {inputs[0].shape()};
+}
+
+bool LogSumExpVjp::is_equivalent(const Primitive& other) const {
+  return same_type<LogSumExpVjp>(other) != nullptr;
 }
 
 } // namespace nuvec

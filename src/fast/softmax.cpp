@@ -1,6 +1,7 @@
-// nuvec: softmax, its fallback graph and the rules of the Softmax fused primitive. The
-// derivative is the softmax Jacobian applied to a vector, y * (d - sum(d * y, -1)), written
-// from the output for the cotangent (MLX's Softmax vjp); jvp comes from the fallback.
+// nuvec: softmax, its fallback graph and the rules of the Softmax fused primitive, and its
+// backward SoftmaxVjp. The derivative is the softmax Jacobian applied to a vector,
+// y * (d - sum(d * y, -1)), written from the output for the cotangent (MLX's Softmax vjp) as
+// one SoftmaxVjp node whose fallback is that formula; jvp comes from the fallback.
 #include "fast/softmax.h"
 
 #include <typeinfo>
@@ -54,8 +55,9 @@ array softmax(const array& a, int axis, bool precise, StreamOrDevice s) {
 
 namespace {
 
-// y * (d - sum(d * y, last axis)): the softmax Jacobian (symmetric) times d. Half types
-// compute it in float32, as the fallback's derivative does, then round once.
+// y * (d - sum(d * y, last axis)): the softmax Jacobian (symmetric) times d, the SoftmaxVjp
+// fallback. Half types compute it in float32, as the Softmax fallback's derivative does, then
+// round once.
 array softmax_jacobian_product(const array& y, const array& d, const Stream& s) {
   Dtype dt = y.dtype();
   bool widen = dt == float16 || dt == bfloat16;
@@ -81,8 +83,13 @@ std::vector<array> Softmax::vjp(
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums,
     const std::vector<array>& outputs) {
-  // The output is all the derivative needs (no second softmax is built).
-  return {softmax_jacobian_product(outputs[0], cotangents[0], stream())};
+  // The output is all the derivative needs (no second softmax is built). A cotangent of
+  // another dtype than y's keeps its precision through the fallback (the kernels take one).
+  const array& y = outputs[0];
+  const array& d = cotangents[0];
+  return fast::record_or_fallback(
+      issubdtype(y.dtype(), floating) && d.dtype() == y.dtype(), std::make_shared<SoftmaxVjp>(stream()),
+      {y.shape()}, {y.dtype()}, {y, d});
 }
 
 std::pair<std::vector<array>, std::vector<int>> Softmax::vmap(
@@ -97,6 +104,25 @@ std::pair<std::vector<array>, std::vector<int>> Softmax::vmap(
 bool Softmax::is_equivalent(const Primitive& other) const {
   if (typeid(other) != typeid(Softmax)) return false;
   return precise_ == static_cast<const Softmax&>(other).precise_;
+}
+
+// ---- SoftmaxVjp ------------------------------------------------------------------------
+
+SoftmaxVjp::SoftmaxVjp(Stream stream)
+    : FastPrimitive(stream, [stream](const std::vector<array>& in) {
+        return std::vector<array>{softmax_jacobian_product(in[0], in[1], stream)};
+      }) {}
+
+const char* SoftmaxVjp::name() const {
+  return "SoftmaxVjp";
+}
+
+std::vector<Shape> SoftmaxVjp::output_shapes(const std::vector<array>& inputs) {
+  return {inputs[0].shape()};
+}
+
+bool SoftmaxVjp::is_equivalent(const Primitive& other) const {
+  return same_type<SoftmaxVjp>(other) != nullptr;
 }
 
 } // namespace nuvec

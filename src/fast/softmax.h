@@ -1,7 +1,9 @@
 // nuvec: the Softmax fused primitive, softmax along the last axis in one node (MLX builds
 // the same primitive when softmax reduces the last axis). Fallback, op and rules in
 // src/fast/softmax.cpp; kernels in src/backend/cpu/fast/softmax.cpp and
-// src/backend/cuda/fast/softmax.cu, tested against the fallback (tests/fast_test.cpp).
+// src/backend/cuda/fast/softmax.cu, tested against the fallback (tests/fast_test.cpp). Its
+// backward is the SoftmaxVjp primitive (kernels in the same CPU file and in
+// src/backend/cuda/fast/softmax_vjp.cu, tested in tests/fast_softmax_vjp_test.cpp).
 #pragma once
 
 #include "fast/fast_primitive.h"
@@ -21,8 +23,8 @@ array softmax_graph(const array& x, const std::vector<int>& axes, StreamOrDevice
 /// output dtype, a real floating type (the op casts first). Half inputs always accumulate in
 /// float32 and float64 in float64, whatever `precise` says: nuvec's softmax normalises half
 /// inputs in float32 (see the softmax op); `precise` is kept so that two nodes built with
-/// different flags are not merged, as in MLX. Rules: vjp from the output (dedicated,
-/// y * (g - sum(g * y))), jvp from the fallback, vmap keeps the kernel (trailing axis).
+/// different flags are not merged, as in MLX. Rules: vjp a SoftmaxVjp node on the output
+/// (no second softmax), jvp from the fallback, vmap keeps the kernel (trailing axis).
 class Softmax : public fast::FastPrimitive {
  public:
   Softmax(Stream stream, bool precise);
@@ -37,6 +39,23 @@ class Softmax : public fast::FastPrimitive {
 
  private:
   bool precise_;
+};
+
+/// (y, d) -> dx = y · (d − sum(d · y, −1, keepdims)): the softmax Jacobian (symmetric) applied
+/// to d along the last axis, the backward of Softmax from its output y for the cotangent d.
+/// Shapes: y and d alike, at least 1-d; dx has their shape. Dtypes: y and d one real floating
+/// dtype, dx the same; half types compute in float32 and round once (the fallback's
+/// arithmetic, softmax_jacobian_product in src/fast/softmax.cpp), float64 in float64.
+/// Throws: std::invalid_argument from the kernels for a dtype other than real floating (the
+/// op records the node only for those). Source: MLX's Softmax::vjp. Runs: per row, the dot
+/// then the write (CPU, src/backend/cpu/fast/softmax.cpp; GPU, src/backend/cuda/fast/
+/// softmax_vjp.cu: the row in registers, else streamed twice). Rules from the fallback
+/// (second derivatives of softmax).
+class SoftmaxVjp : public fast::FastPrimitive {
+ public:
+  explicit SoftmaxVjp(Stream stream);
+
+  NUVEC_FAST_PRIMITIVE()
 };
 
 } // namespace nuvec

@@ -3,11 +3,18 @@
 // float64): the max, then sum(exp(x - max)) in double (a row of 1e5 float terms would lose
 // ~1e-5 to sequential rounding), then max + log(sum). The fallback's special cases: NaN
 // anywhere gives NaN, a row whose max is +-inf gives that infinity.
+//
+// LogSumExpVjp's kernel: per row the sum s of exp(x - c) (in double) with c the forward's lse
+// (backend/common/lse_shift.h: 0 where lse is infinite, the row's max where lse is too coarse),
+// then the write exp(x - c) * (g / s) in acc_t, rounded once: the fallback's arithmetic with
+// another shift.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "backend/common/dispatch.h"
+#include "backend/common/lse_shift.h"
 #include "backend/common/math/functions.h"
 #include "backend/cpu/fast/rows.h"
 #include "fast/logsumexp.h"
@@ -23,6 +30,34 @@ void LogSumExp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
     T* dst = static_cast<T*>(out.raw_data());
     cpu::parallel_rows(static_cast<int64_t>(out.size()), rows.n, [&](int64_t r) {
       dst[r] = static_cast<T>(cpu::logsumexp_row<T>(rows.row<T>(r), rows.n));
+    });
+  });
+}
+
+void LogSumExpVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  const cpu::LastAxisRows xs(inputs[0]), lses(inputs[1]), gs(inputs[2]);
+  const int64_t n = xs.n;
+  dispatch_float_types(xs.in.dtype(), "logsumexp", [&]<typename T>() {
+    using A = acc_t<T>;
+    T* dst = static_cast<T*>(out.raw_data());
+    cpu::parallel_rows(static_cast<int64_t>(out.size()) / n, n, [&](int64_t r) {
+      const T* x = xs.row<T>(r);
+      const A lse = static_cast<A>(*lses.row<T>(r));
+      A c = math::lse_shift(lse);
+      auto sum_exp = [&] { return cpu::sum_of(n, [&](int64_t i) { return math::exp(static_cast<A>(x[i]) - c); }); };
+      double s = sum_exp();
+      if (!math::lse_shift_holds(lse, static_cast<A>(s))) {
+        // A finite lse, so no NaN or +inf in the row: its max is finite.
+        c = static_cast<A>(x[0]);
+        for (int64_t i = 1; i < n; ++i) c = std::max(c, static_cast<A>(x[i]));
+        s = sum_exp();
+      }
+      const A q = static_cast<A>(*gs.row<T>(r)) / static_cast<A>(s);
+      T* dx = dst + r * n;
+      for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(math::exp(static_cast<A>(x[i]) - c) * q);
     });
   });
 }

@@ -2,6 +2,8 @@
 // src/fast/softmax.cpp). Per row: the max, exp(x - max) and its sum, then one scaling
 // pass, all in acc_t (float for the half types, double for float64): the composed formula's
 // arithmetic, so a row of all -inf gives NaN (-inf - -inf) and any NaN makes its row NaN.
+// SoftmaxVjp's kernel: per row the dot sum(d * y) (products in acc_t, summed in double), then
+// the write y * (d - dot) in acc_t, rounded once (the fallback's arithmetic).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -61,6 +63,25 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
     cpu::parallel_rows(static_cast<int64_t>(out.size()) / n, n, [&](int64_t r) {
       thread_local std::vector<acc_t<T>> e;
       softmax_row<T>(rows.row<T>(r), dst + r * n, n, e);
+    });
+  });
+}
+
+void SoftmaxVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  const cpu::LastAxisRows ys(inputs[0]), ds(inputs[1]);
+  const int64_t n = ys.n;
+  dispatch_float_types(ys.in.dtype(), "softmax", [&]<typename T>() {
+    using A = acc_t<T>;
+    T* dst = static_cast<T*>(out.raw_data());
+    cpu::parallel_rows(static_cast<int64_t>(out.size()) / n, n, [&](int64_t r) {
+      const T* y = ys.row<T>(r);
+      const T* d = ds.row<T>(r);
+      const A dot = static_cast<A>(cpu::sum_of(n, [&](int64_t i) { return A(d[i]) * A(y[i]); }));
+      T* dx = dst + r * n;
+      for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(A(y[i]) * (A(d[i]) - dot));
     });
   });
 }
