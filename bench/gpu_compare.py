@@ -131,6 +131,19 @@ def torch_side(only):
         qd = torch.randn(32, 32, 1, 128, device=dev).to(torch.bfloat16)
         res["rope_bf16_1x32x16384x128"] = cuda_median_ms(lambda: rope_eager(q, 0))
         res["rope_decode_bf16_32x32x1x128"] = cuda_median_ms(lambda: rope_eager(qd, 4096))
+
+        # norm_rope: F.rms_norm, the eager rotate-half, and the rows written into the cache.
+        import torch.nn.functional as F
+
+        w = torch.randn(128, device=dev).to(torch.bfloat16)
+        cache = torch.randn(1, 32, 16384, 128, device=dev).to(torch.bfloat16)
+
+        def norm_rope_eager(x, offset):
+            r = rope_eager(F.rms_norm(x, (128,), w, 1e-6), offset)
+            cache[..., offset:offset + x.shape[-2], :] = r
+            return cache
+
+        res["norm_rope_cache_bf16_1x32x16384x128"] = cuda_median_ms(lambda: norm_rope_eager(q, 0))
     if want("matmul"):
         torch.backends.cuda.matmul.allow_tf32 = False
         for m in (4096, 8192):
@@ -183,6 +196,7 @@ def floor_ms(name, copy_gbps):
     ce = 2 * 8192 * 151936
     bytes_["rope_bf16_1x32x16384x128"] = 2 * 2 * 32 * 16384 * 128      # x; y
     bytes_["rope_decode_bf16_32x32x1x128"] = 2 * 2 * 32 * 32 * 128
+    bytes_["norm_rope_cache_bf16_1x32x16384x128"] = 2 * 2 * 32 * 16384 * 128  # x; cache rows
     bytes_.update({
         "cross_entropy_bf16_8192x151936": ce,               # logits
         "cross_entropy_fwd_bwd_bf16_8192x151936": 3 * ce,   # logits | logits; dlogits

@@ -150,6 +150,15 @@ int main(int argc, char** argv) {
     nx::array qd = rand_gpu({32, 32, 1, 128}, nx::bfloat16);
     report("rope_bf16_1x32x16384x128", 20, [&] { return nx::fast::rope(q, 128, false, 10000.0f, 1.0f, 0); });
     report("rope_decode_bf16_32x32x1x128", 20, [&] { return nx::fast::rope(qd, 128, false, 10000.0f, 1.0f, 4096); });
+    // The queries' preparation in one pass: RMS-normalised with a weight, rotated and written
+    // into a cache of the prefill's length at position 0 (each run returns the updated cache;
+    // the rows cover all of it, so none of the old cache is copied; PyTorch writes its cache
+    // in place).
+    nx::array w = rand_gpu({128}, nx::bfloat16);
+    nx::array cache = rand_gpu({1, 32, 16384, 128}, nx::bfloat16);
+    const nx::fast::Rotation rotation{128, false, 10000.0f, 1.0f, std::nullopt};
+    report("norm_rope_cache_bf16_1x32x16384x128", 20,
+           [&] { return nx::fast::norm_rope(q, w, 1e-6f, rotation, 0, cache); });
   }
   if (want("matmul")) {
     for (int n : {4096, 8192}) {

@@ -1,12 +1,16 @@
 // The Rope fused primitive (src/fast/rope.h): the kernels (CPU, and GPU when the suite runs
 // with the GPU as default device) against the fallback graph for every floating dtype, dims <
 // D and = D, traditional and not, base and freqs, scalar and per-batch offsets, scale != 1,
-// non-contiguous input; a float64 loop; GPU against CPU; the rule (the inverse rotation)
-// against central differences; vmap against a loop; bad input; nn::RoPE.
+// non-contiguous input, random odd shapes (the GPU's vector and scalar paths), decode (T = 1)
+// and head counts that split into uneven chunks; a float64 loop; GPU against CPU; the rule
+// (the inverse rotation) against central differences; vmap against a loop; bad input;
+// nn::RoPE. norm_rope's tests are tests/fast_norm_rope_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,12 +29,67 @@ double tol_of(Dtype dt) {
   return dt == float64 ? 1e-6 : dt == float32 ? 1e-5 : dt == float16 ? 4e-3 : 3e-2;
 }
 
-void expect_node_matches(const array& y, Dtype dt) {
+void expect_node_matches(const array& y, Dtype dt, double tol = 0) {
   ASSERT_STREQ(y.primitive().name(), "Rope");
   auto& p = dynamic_cast<fast::FastPrimitive&>(y.primitive());
   const std::vector<array> in = y.inputs();
   array ref = p.fallback()(in)[0];
-  expect_allclose(y, ref, tol_of(dt), tol_of(dt));
+  tol = std::max(tol, tol_of(dt));
+  expect_allclose(y, ref, tol, tol);
+}
+
+// The node's fallback run on its inputs cast to float64 (x; the offsets and the float32
+// frequencies as they are): the rotation without the dtype's roundings.
+array fallback_in_float64(const array& y) {
+  auto& p = dynamic_cast<fast::FastPrimitive&>(y.primitive());
+  std::vector<array> in = y.inputs();
+  in[0] = astype(in[0], float64);
+  return p.fallback()(in)[0];
+}
+
+// One random rope case: x [B, (middle axes), T, D] with odd sizes, dims <= D, base or freqs,
+// a scalar or per-batch offset, a scale.
+struct RopeCase {
+  Shape shape;
+  int dims;
+  std::optional<float> base;
+  std::optional<array> freqs;
+  array offset = array(0, int32);
+  float scale;
+  int max_position;
+};
+
+RopeCase random_case(std::mt19937_64& gen) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
+  RopeCase c;
+  const int b = pick(1, 3), t = pick(0, 2) == 0 ? 1 : pick(2, 9);
+  const int ds[] = {2, 7, 8, 16, 24, 33, 64, 72, 128, 136, 200};
+  const int d = ds[pick(0, 10)];
+  c.shape = {b};
+  for (int m = pick(0, 2); m > 0; --m) c.shape.push_back(pick(1, 5));
+  c.shape.push_back(t);
+  c.shape.push_back(d);
+  // All features, the largest multiple of 16 below D, or a small even count.
+  const int even = d - d % 2, dims_choice = pick(0, 2);
+  c.dims = dims_choice == 0 ? even : dims_choice == 1 ? std::max(2, d / 16 * 16) : std::min(even, 2 * pick(1, 3));
+  if (pick(0, 1) == 0) {
+    c.base = pick(0, 1) == 0 ? 10000.0f : 500.0f;
+  } else {
+    c.freqs = uniform({c.dims / 2}, 0.5, 50.0, float32);
+  }
+  int max_offset = 0;
+  if (pick(0, 1) == 0) {
+    max_offset = pick(0, 300);
+    c.offset = array(max_offset, int32);
+  } else {
+    array offs = randint({b}, 0, 300, pick(0, 1) == 0 ? int32 : int64);
+    for (double v : to_vector(offs)) max_offset = std::max(max_offset, static_cast<int>(v));
+    c.offset = offs;
+  }
+  const float scales[] = {1.0f, 0.5f, 3.0f};
+  c.scale = scales[pick(0, 2)];
+  c.max_position = static_cast<int>((max_offset + t) * c.scale) + 1;
+  return c;
 }
 
 } // namespace
@@ -49,6 +108,63 @@ TEST(FastRope, KernelMatchesItsFallback) {
       // A transposed (non-contiguous) input, 3 axes.
       array x3 = transpose(astype(randn({6, 7, 2}, float64), dt), {2, 1, 0});
       expect_node_matches(fast::rope(x3, 4, traditional, 10000.0f, 1.0f, 11), dt);
+    }
+  }
+}
+
+TEST(FastRope, KernelMatchesItsFallbackOnRandomShapes) {
+  // Odd sizes: rows that split into 16-byte vectors and rows that do not (the GPU's scalar
+  // path), D past dims, 3 to 5 axes, T = 1 (decode). The inverse rotation (the vjp's node)
+  // too. Against the fallback in the same dtype (the same angles: equal up to one rounding
+  // of an angle, the CPU's exp being vectorised in the graph) and in float64.
+  auto& gen = rng();
+  for (int trial = 0; trial < 12; ++trial) {
+    const RopeCase c = random_case(gen);
+    for (Dtype dt : {float64, float32, float16, bfloat16}) {
+      for (bool traditional : {false, true}) {
+        std::ostringstream what;
+        what << dtype_name(dt) << (traditional ? " traditional" : "") << " shape " << c.shape << " dims "
+             << c.dims << (c.freqs ? " freqs" : " base") << " offset " << c.offset.shape() << " scale " << c.scale;
+        SCOPED_TRACE(what.str());
+        array x = astype(randn(c.shape, float64), dt);
+        array y = fast::rope(x, c.dims, traditional, c.base, c.scale, c.offset, c.freqs);
+        // One rounding of an angle moves cos and sin by up to |angle| · 2^-23.
+        const double angle_tol = 2.5e-7 * c.max_position;
+        array ref64 = fallback_in_float64(y); // before y's evaluation detaches its graph
+        expect_node_matches(y, dt, angle_tol);
+        expect_allclose(y, ref64, tol_of(dt) + angle_tol, tol_of(dt) + angle_tol);
+        auto f = [&](const std::vector<array>& in) {
+          return std::vector<array>{fast::rope(in[0], c.dims, traditional, c.base, c.scale, c.offset, c.freqs)};
+        };
+        array back = vjp(f, {x}, {y}).second[0];
+        expect_node_matches(back, dt, angle_tol);
+      }
+    }
+  }
+}
+
+TEST(FastRope, HeadsInUnevenChunks) {
+  // Enough rows that the GPU kernel gives each thread a chunk of several heads (about two
+  // waves of threads: 8 heads a chunk for bf16, 13 for float32), with 37 heads that the chunks
+  // and the two heads a thread loads at once do not divide; decode shapes, whose chunk is one
+  // head. Compared on the device (|y − ref| / (1 + |ref|), its maximum): the CPU loop is
+  // checked by the other tests, and this size is slow in its float64 graph.
+  if (default_device() != Device::gpu) GTEST_SKIP() << "a GPU-sized case";
+  auto max_error = [](const array& y, const array& ref) {
+    array a = astype(y, float32), r = astype(ref, float32);
+    return to_vector(max(divide(abs(subtract(a, r)), add(abs(r), array(1.0f)))))[0];
+  };
+  for (Dtype dt : {bfloat16, float32}) {
+    for (bool traditional : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (traditional ? " traditional" : ""));
+      array x = astype(random::normal({1, 37, 16384, 128}, float32, std::nullopt, std::nullopt, std::nullopt), dt);
+      array y = fast::rope(x, 128, traditional, 10000.0f, 1.0f, 5);
+      ASSERT_STREQ(y.primitive().name(), "Rope");
+      array ref = dynamic_cast<fast::FastPrimitive&>(y.primitive()).fallback()(y.inputs())[0];
+      EXPECT_LE(max_error(y, ref), tol_of(dt) + 2.5e-7 * 16390);
+      array xd = astype(randn({32, 32, 1, 128}, float32), dt);
+      array offs = randint({32}, 0, 4096, int32);
+      expect_node_matches(fast::rope(xd, 128, traditional, 10000.0f, 1.0f, offs), dt, 2.5e-7 * 4097);
     }
   }
 }
@@ -94,6 +210,11 @@ TEST(FastRope, GpuMatchesCpu) {
         return vjp(f, {x}, {x}).second[0];
       };
       expect_allclose(grad_on(Device::gpu), grad_on(Device::cpu), tol, tol);
+      // Frequencies, a scale, an odd D (the scalar path) and a scalar offset.
+      array xo = astype(randn({2, 3, 5, 67}, float32), dt);
+      array freqs = uniform({24}, 0.5, 50.0, float32);
+      auto odd_on = [&](Device dev) { return fast::rope(xo, 48, traditional, std::nullopt, 0.5f, 7, freqs, dev); };
+      expect_allclose(odd_on(Device::gpu), odd_on(Device::cpu), tol_of(dt), tol_of(dt));
     }
   }
 }
@@ -145,44 +266,6 @@ TEST(FastRope, RoPELayer) {
   expect_allclose(y, fast::rope(x, 8, false, 10000.0f, 1.0f, 4), 0, 0);
 }
 
-TEST(FastNormRope, ComposesNormRopeAndTheCacheWrite) {
-  array x = randn({2, 3, 4, 16}, float32), w = randn({16}, float32);
-  fast::Rotation rot{8, false, 10000.0f, 1.0f, std::nullopt};
-  // Normalised and rotated rows.
-  array want = fast::rope(fast::rms_norm(x, w, 1e-5f), 8, false, 10000.0f, 1.0f, 5);
-  expect_allclose(fast::norm_rope(x, w, 1e-5f, rot, 5), want, 0, 0);
-  // No norm: rope alone.
-  expect_allclose(fast::norm_rope(x, std::nullopt, std::nullopt, rot, 5),
-                  fast::rope(x, 8, false, 10000.0f, 1.0f, 5), 0, 0);
-  // With a cache: rows land at positions 5..8, the rest of the cache is untouched.
-  array cache = randn({2, 3, 12, 16}, float32);
-  array updated = fast::norm_rope(x, w, 1e-5f, rot, 5, cache);
-  expect_allclose(slice(updated, {0, 0, 5, 0}, {2, 3, 9, 16}), want, 0, 0);
-  expect_allclose(slice(updated, {0, 0, 0, 0}, {2, 3, 5, 16}), slice(cache, {0, 0, 0, 0}, {2, 3, 5, 16}), 0, 0);
-  expect_allclose(slice(updated, {0, 0, 9, 0}, {2, 3, 12, 16}), slice(cache, {0, 0, 9, 0}, {2, 3, 12, 16}), 0, 0);
-  // Traditional pairs and freqs.
-  fast::Rotation rf{16, true, std::nullopt, 0.5f, add(abs(randn({8}, float32)), array(0.1f))};
-  expect_allclose(fast::norm_rope(x, std::nullopt, 1e-6f, rf, 0),
-                  fast::rope(fast::rms_norm(x, std::nullopt, 1e-6f), 16, true, std::nullopt, 0.5f, 0, rf.freqs), 0, 0);
-  // Gradients flow through the fused nodes.
-  check_grad([&](const std::vector<array>& in) {
-    return fast::norm_rope(in[0], in[1], 1e-5f, fast::Rotation{8, false, 100.0f, 1.0f, std::nullopt}, 2);
-  }, {astype(x, float64), astype(w, float64)});
-}
-
-TEST(FastNormRope, BadInputNamesTheOp) {
-  auto bad = [](auto f) { expect_throws_naming<std::invalid_argument>(f, "[norm_rope]"); };
-  array x = ones({1, 2, 3, 8});
-  fast::Rotation rot{8, false, 10000.0f, 1.0f, std::nullopt};
-  bad([&] { fast::norm_rope(ones({2, 3, 8}), std::nullopt, 1e-5f, rot, 0); });
-  bad([&] { fast::norm_rope(x, ones({8}), std::nullopt, rot, 0); });
-  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, -1); });
-  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, 0, ones({1, 2, 4, 4})); });
-  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, 2, ones({1, 2, 4, 8})); }); // too short
-  bad([&] { fast::norm_rope(x, std::nullopt, 1e-5f, rot, 0, ones({1, 2, 4, 8}, float16)); });
-  expect_throws_naming<std::invalid_argument>([&] { fast::norm_rope(x, std::nullopt, 1e-5f, fast::Rotation{7, false, 1.0f}, 0); }, "[rope]");
-}
-
 TEST(FastRope, EmptyInputsAndBatches) {
   EXPECT_EQ(fast::rope(zeros({0, 4, 8}), 8, false, 1e4f, 1.0f, 0).shape(), (Shape{0, 4, 8}));
   EXPECT_EQ(fast::rope(zeros({2, 3, 0, 8}), 8, false, 1e4f, 1.0f, 0).shape(), (Shape{2, 3, 0, 8}));
@@ -190,7 +273,4 @@ TEST(FastRope, EmptyInputsAndBatches) {
   array y = f(zeros({0, 2, 4, 8}));
   eval(y);
   EXPECT_EQ(y.shape(), (Shape{0, 2, 4, 8}));
-  // norm_rope keeps x's dtype with a wider weight.
-  fast::Rotation rot{8, false, 10000.0f, 1.0f, std::nullopt};
-  EXPECT_EQ(fast::norm_rope(astype(ones({1, 2, 3, 8}), bfloat16), ones({8}, float32), 1e-5f, rot, 0).dtype(), bfloat16);
 }

@@ -101,9 +101,12 @@ struct Rotation {
 /// returned; else the rotated rows. Dtype: x's (the cache must have it). Throws
 /// std::invalid_argument naming norm_rope for x not 4-d, a weight without eps, a negative
 /// offset, or a cache of another dtype, other B, H or D, or too short to hold the rows; and as
-/// rms_norm and rope do. Runs the RmsNorm and Rope kernels and a slice_update of the cache
-/// (the seed's fallback graph; one fused kernel for the three is still to come). nuvec's own
-/// (shared/seeds/001).
+/// rms_norm and rope do. Source: nuvec's own (shared/seeds/001). Runs one NormRope node (one
+/// CPU loop, one CUDA kernel: rows normalised, rotated and written into a copy of the cache
+/// around the rows) whose fallback and rules are the seed's composition (RmsNorm and Rope
+/// nodes and a slice_update); normalised rows that do not split into 16-byte vectors, or
+/// longer than a warp holds (256 vectors: 2048 bf16/float16, 1024 float32 or 512 float64
+/// features), take that composition.
 array norm_rope(
     const array& x,
     const std::optional<array>& weight,

@@ -16,6 +16,7 @@
 #include "primitives/scan.h"
 #include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
+#include "fast/norm_rope.h"
 #include "fast/norms.h"
 #include "fast/rope.h"
 #include "fast/softmax.h"
@@ -127,7 +128,9 @@ const std::vector<Row>& rows() {
       row<ArgPartition>("ArgPartition", R::Pinned),
       row<Scan>("Scan", R::SameRank),
       row<Softmax>("Softmax", R::SameRank),
+      row<SoftmaxVjp>("SoftmaxVjp", R::SameRank),
       row<LogSumExp>("LogSumExp", R::SameRank),
+      row<LogSumExpVjp>("LogSumExpVjp", R::SameRank),
       row<RmsNorm>("RmsNorm", R::SameRank),
       row<RmsNormVjp>("RmsNormVjp", R::SameRank),
       row<AddRmsNorm>("AddRmsNorm", R::SameRank),
@@ -136,6 +139,8 @@ const std::vector<Row>& rows() {
       row<CrossEntropy>("CrossEntropy", R::SameRank),
       row<CrossEntropyVjp>("CrossEntropyVjp", R::SameRank),
       row<Rope>("Rope", R::SameRank),
+      // the cache window (offset, rows) is fixed by the traced shapes
+      row<NormRope>("NormRope", R::Pinned),
       // indexing
       row<GatherAxis>("GatherAxis", R::Pinned),
       row<ScatterAxis>("ScatterAxis", R::Pinned),

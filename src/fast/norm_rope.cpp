@@ -1,10 +1,39 @@
 // nuvec: norm_rope (shared/seeds/001): rms_norm, rope and the cache write of an attention
-// layer's queries and keys, as the seed's fallback graph composes them (each of the first two
-// is a fused node with its own kernels).
+// layer's queries and keys. Its meaning is the seed's composition (norm_rope_graph: an
+// RmsNorm node, a Rope node and a slice_update of the cache), which is the NormRope fused
+// primitive's fallback; the op records one NormRope node where its kernels cover the case,
+// and its rules (vjp, jvp, vmap) come from the fallback.
+#include "fast/norm_rope.h"
+
+#include "backend/common/rope_plan.h"
 #include "nuvec/fast.h"
 #include "ops/ops_common.h"
 
-namespace nuvec::fast {
+namespace nuvec {
+
+namespace {
+
+// The composition (the seed's norm_rope_graph): the weight is in x's dtype already. Reports
+// the arguments rms_norm and rope reject.
+array norm_rope_graph(
+    const array& x,
+    const std::optional<array>& weight,
+    std::optional<float> eps,
+    const fast::Rotation& rotation,
+    int offset,
+    const std::optional<array>& cache,
+    StreamOrDevice s) {
+  array h = eps ? fast::rms_norm(x, weight, *eps, s) : x;
+  array r = fast::rope(
+      h, rotation.dims, rotation.traditional, rotation.base, rotation.scale, offset, rotation.freqs, s);
+  if (!cache) return r;
+  const Shape& cs = cache->shape();
+  return slice_update(*cache, r, {0, 0, offset, 0}, {cs[0], cs[1], offset + x.shape(2), cs[3]}, s);
+}
+
+} // namespace
+
+namespace fast {
 
 array norm_rope(
     const array& x,
@@ -35,11 +64,84 @@ array norm_rope(
   // The weight in x's dtype: the rows keep x's dtype (and the cache's) whatever the weight's.
   std::optional<array> w;
   if (weight) w = astype(*weight, x.dtype(), s);
-  array h = eps ? rms_norm(x, w, *eps, s) : x;
-  array r = rope(h, rotation.dims, rotation.traditional, rotation.base, rotation.scale, offset, rotation.freqs, s);
-  if (!cache) return r;
-  const Shape& cs = cache->shape();
-  return slice_update(*cache, r, {0, 0, offset, 0}, {cs[0], cs[1], offset + x.shape(2), cs[3]}, s);
+  const int d = x.shape(3), dims = rotation.dims;
+  const bool rotation_valid = dims > 0 && dims % 2 == 0 && dims <= d &&
+      rotation.base.has_value() != rotation.freqs.has_value() &&
+      (!rotation.freqs || (rotation.freqs->ndim() == 1 && rotation.freqs->shape(0) == dims / 2));
+  const bool weight_valid = !w || (w->ndim() == 1 && w->shape(0) == d);
+  if (!rotation_valid || !weight_valid || !issubdtype(x.dtype(), floating)) {
+    // The composition, which reports what rms_norm and rope reject.
+    return norm_rope_graph(x, w, eps, rotation, offset, cache, s);
+  }
+  // Without the norm, Rope's kernels take every row shape; the norm's kernel needs whole
+  // vectors and a row a warp holds.
+  const bool covers = x.size() > 0 &&
+      (!eps || norm_rope_kernel_covers(d, dims, rotation.traditional, x.itemsize()));
+  std::vector<array> inputs = {x, w ? *w : array(1.0, x.dtype())};
+  if (rotation.freqs) inputs.push_back(astype(*rotation.freqs, float32, s));
+  if (cache) inputs.push_back(*cache);
+  auto primitive = std::make_shared<NormRope>(
+      to_stream(s), eps.has_value(), eps.value_or(0.0f), dims, rotation.traditional, rotation.base.value_or(1.0f),
+      rotation.scale, offset, cache.has_value());
+  const Shape& shape = cache ? cache->shape() : x.shape();
+  return record_or_fallback(covers, std::move(primitive), {shape}, {x.dtype()}, inputs)[0];
 }
 
-} // namespace nuvec::fast
+} // namespace fast
+
+NormRope::NormRope(
+    Stream stream,
+    bool normalise,
+    float eps,
+    int dims,
+    bool traditional,
+    float base,
+    float scale,
+    int offset,
+    bool cache)
+    : FastPrimitive(stream, [=](const std::vector<array>& in) {
+        // Inputs (x, w[, freqs][, cache]); a 0-d w is no weight.
+        const bool freqs = in.size() > size_t(2 + cache);
+        fast::Rotation rotation{dims, traditional, std::nullopt, scale, std::nullopt};
+        std::optional<array> w, c;
+        std::optional<float> norm_eps;
+        if (normalise) norm_eps = eps;
+        if (in[1].ndim() == 1) w = in[1];
+        if (freqs) rotation.freqs = in[2];
+        else rotation.base = base;
+        if (cache) c = in.back();
+        return std::vector<array>{norm_rope_graph(in[0], w, norm_eps, rotation, offset, c, stream)};
+      }),
+      normalise_(normalise),
+      eps_(eps),
+      dims_(dims),
+      traditional_(traditional),
+      base_(base),
+      scale_(scale),
+      offset_(offset),
+      cache_(cache) {}
+
+RopePlan NormRope::plan(const Shape& x, int64_t cache_len) const {
+  RopePlan p = rope_plan(x, dims_, traditional_, base_, scale_, true);
+  p.offset = offset_;
+  p.out_t_len = cache_ ? cache_len : p.t_len;
+  p.out_t0 = cache_ ? offset_ : 0;
+  p.normalise = normalise_;
+  p.eps = eps_;
+  return p;
+}
+
+const char* NormRope::name() const {
+  return "NormRope";
+}
+
+std::vector<Shape> NormRope::output_shapes(const std::vector<array>& inputs) {
+  return {cache_ ? inputs.back().shape() : inputs[0].shape()};
+}
+
+bool NormRope::is_equivalent(const Primitive& other) const {
+  auto o = same_type<NormRope>(other);
+  return o && o->state() == state();
+}
+
+} // namespace nuvec

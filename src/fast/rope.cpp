@@ -3,9 +3,10 @@
 // cotangent (a Rope node with forward flipped); jvp from the fallback.
 #include "fast/rope.h"
 
-#include <cmath>
 #include <tuple>
 
+#include "backend/common/math/rope.h"
+#include "backend/common/rope_plan.h"
 #include "nuvec/fast.h"
 #include "ops/ops_common.h"
 
@@ -26,7 +27,7 @@ array rope_graph(const std::vector<array>& in, int dims, bool traditional, float
   array positions = multiply(add(arange(0.0, t, 1.0, float32, s), astype(offset, float32, s), s), array(scale), s);
   array inv_freqs = in.size() > 2
       ? divide(array(1.0f), in[2], s)
-      : exp(multiply(arange(0.0, -half, -1.0, float32, s), array(std::log(base) / static_cast<float>(half)), s), s);
+      : exp(multiply(arange(0.0, -half, -1.0, float32, s), array(math::rope_log_base_over_half(base, half)), s), s);
   array theta = multiply(expand_dims(positions, -1, s), inv_freqs, s);
   array c = astype(cos(theta, s), dt, s), sn = astype(sin(theta, s), dt, s);
   const int start2 = traditional ? 1 : half, step = traditional ? 2 : 1;
@@ -109,6 +110,10 @@ Rope::Rope(Stream stream, int dims, bool traditional, float base, float scale, b
       base_(base),
       scale_(scale),
       forward_(forward) {}
+
+RopePlan Rope::plan(const Shape& x) const {
+  return rope_plan(x, dims_, traditional_, base_, scale_, forward_);
+}
 
 const char* Rope::name() const {
   return "Rope";

@@ -1,8 +1,9 @@
-// nuvec: eval_gpu of the fused primitives (Softmax, LogSumExp, the norms) in a CPU-only
-// build (see no_gpu.h).
+// nuvec: eval_gpu of the fused primitives (Softmax, LogSumExp and their backwards, the norms,
+// cross_entropy, Rope, NormRope) in a CPU-only build (see no_gpu.h).
 #include "backend/no_gpu/no_gpu.h"
 #include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
+#include "fast/norm_rope.h"
 #include "fast/norms.h"
 #include "fast/rope.h"
 #include "fast/softmax.h"
@@ -10,7 +11,9 @@
 namespace nuvec {
 
 NUVEC_NO_GPU(Softmax)
+NUVEC_NO_GPU(SoftmaxVjp)
 NUVEC_NO_GPU(LogSumExp)
+NUVEC_NO_GPU(LogSumExpVjp)
 NUVEC_NO_GPU(RmsNorm)
 NUVEC_NO_GPU(RmsNormVjp)
 NUVEC_NO_GPU(AddRmsNorm)
@@ -19,5 +22,6 @@ NUVEC_NO_GPU(LayerNormVjp)
 NUVEC_NO_GPU(CrossEntropy)
 NUVEC_NO_GPU(CrossEntropyVjp)
 NUVEC_NO_GPU(Rope)
+NUVEC_NO_GPU(NormRope)
 
 } // namespace nuvec

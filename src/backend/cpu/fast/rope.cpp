@@ -1,71 +1,103 @@
-// nuvec: CPU kernel of Rope (rules and fallback in src/fast/rope.cpp). Per row (b, ..., t):
-// the angles of its position in float32 (the fallback's), cos and sin rounded to the element
-// type, each product and sum rounded as the fallback graph rounds them; rows split over the
-// thread pool. Non-contiguous inputs are copied first.
-#include <cmath>
+// nuvec: CPU kernels of Rope and NormRope (rules and fallbacks in src/fast/rope.cpp and
+// src/fast/norm_rope.cpp). One loop over the rows of the plan (src/backend/common/rope_plan.h),
+// split over the thread pool: NormRope's statistic in double (as the RmsNorm kernel's), each
+// element normalised, then each pair rotated by its angle, with the element rules the CUDA
+// kernels share (src/backend/common/math/rope.h), rounding where the fallback graphs round.
+// Non-contiguous inputs are copied first; NormRope's cache is copied around the rows it writes.
 #include <cstdint>
 #include <vector>
 
 #include "backend/common/dispatch.h"
-#include "backend/common/math/functions.h"
+#include "backend/common/math/rope.h"
+#include "backend/common/rope_plan.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/fast/rows.h"
-#include "core/errors.h"
+#include "fast/norm_rope.h"
 #include "fast/rope.h"
 
 namespace nuvec {
 
-void Rope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const array x = cpu::as_row_contiguous(inputs[0]);
-  const array off = cpu::as_row_contiguous(inputs[1]);
-  array& out = outputs[0];
-  out.set_data(allocator::malloc(out.nbytes()));
-  if (x.size() == 0) return; // no rows (a vmap over an empty batch records the node)
-  const int nd = static_cast<int>(x.ndim());
-  const int64_t d = x.shape(nd - 1), t_len = x.shape(nd - 2), batch = x.shape(0);
-  const int64_t rows = static_cast<int64_t>(x.size()) / d;
-  const int64_t rows_per_batch = rows / batch;
-  const int half = dims_ / 2;
-  // inv_freq_i in float32, as the fallback computes it.
-  std::vector<float> inv(static_cast<size_t>(half));
-  if (inputs.size() > 2) {
-    const array f = cpu::as_row_contiguous(inputs[2]);
-    const float* fp = static_cast<const float*>(f.raw_data());
-    for (int i = 0; i < half; ++i) inv[i] = 1.0f / fp[i];
-  } else {
-    const float k = std::log(base_) / static_cast<float>(half);
-    for (int i = 0; i < half; ++i) inv[i] = math::exp(static_cast<float>(-i) * k);
-  }
-  const int32_t* op = static_cast<const int32_t*>(off.raw_data());
-  const bool per_batch = off.size() > 1;
-  const int64_t i2 = traditional_ ? 1 : half, step = traditional_ ? 2 : 1;
-  dispatch_float_types(x.dtype(), "rope", [&]<typename T>() {
+namespace {
+
+/// Inputs of the loop beside x: the weight (null: none), the frequencies (null: from the
+/// base) and the offsets (null: the plan's one offset), all row-contiguous.
+struct RopeOperands {
+  const void* w = nullptr;
+  const float* freqs = nullptr;
+  const int32_t* offsets = nullptr;
+};
+
+/// Writes the rows of the plan from x (row-contiguous) into y (the output's buffer).
+void rope_rows(const RopePlan& p, const array& x, void* y, const RopeOperands& in) {
+  // The inverse frequencies once (they depend on the pair only).
+  std::vector<float> inv(static_cast<size_t>(p.half));
+  for (int i = 0; i < p.half; ++i) inv[i] = math::rope_inv_freq(i, p.log_base_over_half, in.freqs);
+  const int64_t step = p.traditional ? 2 : 1, second = p.traditional ? 1 : p.half;
+  dispatch_float_types(x.dtype(), p.normalise ? "norm_rope" : "rope", [&]<typename T>() {
     using A = acc_t<T>;
     const T* src = static_cast<const T*>(x.raw_data());
-    T* dst = static_cast<T*>(out.raw_data());
-    cpu::parallel_rows(rows, d, [&](int64_t r) {
-      const int64_t b = r / rows_per_batch, t = r % t_len;
-      const float pos = (static_cast<float>(t) + static_cast<float>(op[per_batch ? b : 0])) * scale_;
+    const T* w = static_cast<const T*>(in.w);
+    T* dst = static_cast<T*>(y);
+    const int64_t d = p.d;
+    cpu::parallel_rows(p.rows(), d, [&](int64_t r) {
+      const int64_t t = r % p.t_len, bm = r / p.t_len;
       const T* xr = src + r * d;
-      T* yr = dst + r * d;
-      for (int64_t j = dims_; j < d; ++j) yr[j] = xr[j];
-      for (int i = 0; i < half; ++i) {
-        const float theta = pos * inv[i];
-        const T c = static_cast<T>(std::cos(theta)), s = static_cast<T>(std::sin(theta));
-        const int64_t j1 = i * step, j2 = i2 + i * step;
-        const A x1 = A(xr[j1]), x2 = A(xr[j2]);
-        const A x1c = A(static_cast<T>(x1 * A(c))), x2s = A(static_cast<T>(x2 * A(s)));
-        const A x1s = A(static_cast<T>(x1 * A(s))), x2c = A(static_cast<T>(x2 * A(c)));
-        if (forward_) {
-          yr[j1] = static_cast<T>(x1c - x2s);
-          yr[j2] = static_cast<T>(x1s + x2c);
-        } else {
-          yr[j1] = static_cast<T>(x2s + x1c);
-          yr[j2] = static_cast<T>(x2c - x1s);
-        }
+      T* yr = dst + p.out_row(bm / p.heads, bm % p.heads, t) * d;
+      A inv_rms = A(1);
+      if (p.normalise) {
+        const double ss = cpu::sum_of(d, [&](int64_t j) {
+          return static_cast<double>(A(xr[j])) * static_cast<double>(A(xr[j]));
+        });
+        inv_rms = static_cast<A>(math::rms_inverse(ss, d, p.eps));
+      }
+      auto value = [&](int64_t j) {
+        return p.normalise ? math::rms_normalised(xr[j], inv_rms, w ? w[j] : xr[j], w != nullptr) : xr[j];
+      };
+      for (int64_t j = p.dims; j < d; ++j) yr[j] = value(j);
+      const int64_t b = bm / p.heads;
+      const int32_t offset = in.offsets ? in.offsets[p.per_batch_offset ? b : 0] : p.offset;
+      const float position = math::rope_position(t, offset, p.scale);
+      for (int i = 0; i < p.half; ++i) {
+        const int64_t j1 = i * step, j2 = second + i * step;
+        T x1 = value(j1), x2 = value(j2);
+        math::rope_rotate(x1, x2, math::rope_cos_sin<T>(position, inv[i]), p.forward);
+        yr[j1] = x1;
+        yr[j2] = x2;
       }
     });
   });
+}
+
+} // namespace
+
+void Rope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array x = cpu::as_row_contiguous(inputs[0]), off = cpu::as_row_contiguous(inputs[1]);
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (x.size() == 0) return; // no rows (a vmap over an empty batch records the node)
+  RopePlan p = plan(x.shape());
+  p.per_batch_offset = off.size() > 1;
+  RopeOperands in;
+  in.offsets = static_cast<const int32_t*>(off.raw_data());
+  array freqs = inputs.size() > 2 ? cpu::as_row_contiguous(inputs[2]) : off;
+  if (inputs.size() > 2) in.freqs = static_cast<const float*>(freqs.raw_data());
+  rope_rows(p, x, out.raw_data(), in);
+}
+
+void NormRope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array x = cpu::as_row_contiguous(inputs[0]), w = cpu::as_row_contiguous(inputs[1]);
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (x.size() == 0) return;
+  const array& cache = inputs.back();
+  const RopePlan p = plan(x.shape(), cache_ ? cache.shape(2) : 0);
+  if (cache_) copy_kept_cache(cache, cache.raw_data(), out.raw_data(), offset_, x.shape(2), cpu::copy_elements);
+  RopeOperands in;
+  if (w.ndim() == 1) in.w = w.raw_data();
+  const bool has_freqs = inputs.size() > size_t(2 + cache_);
+  array freqs = has_freqs ? cpu::as_row_contiguous(inputs[2]) : w;
+  if (has_freqs) in.freqs = static_cast<const float*>(freqs.raw_data());
+  rope_rows(p, x, out.raw_data(), in);
 }
 
 } // namespace nuvec
