@@ -68,6 +68,13 @@ bool kernel_covers(const array& x) {
   return issubdtype(x.dtype(), floating) && x.size() > 0;
 }
 
+// {dx, dw} of rms_norm(x, w) for the cotangent g: one RmsNormVjp node (g cast to x's dtype).
+std::vector<array> rms_norm_grads(const array& x, const array& w, const array& g, float eps, const Stream& s) {
+  return fast::record_or_fallback(
+      kernel_covers(x), std::make_shared<RmsNormVjp>(s, eps), {x.shape(), w.shape()}, {x.dtype(), w.dtype()},
+      {x, w, astype(g, x.dtype(), s)});
+}
+
 } // namespace
 
 namespace fast {
@@ -163,12 +170,7 @@ std::vector<array> RmsNorm::vjp(
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums,
     const std::vector<array>&) {
-  const array& x = primals[0];
-  const array& w = primals[1];
-  array g = astype(cotangents[0], x.dtype(), stream());
-  auto grads = fast::record_or_fallback(
-      kernel_covers(x), std::make_shared<RmsNormVjp>(stream(), eps_), {x.shape(), w.shape()},
-      {x.dtype(), w.dtype()}, {x, w, g});
+  auto grads = rms_norm_grads(primals[0], primals[1], cotangents[0], eps_, stream());
   std::vector<array> out;
   for (int a : argnums) out.push_back(grads[a]);
   return out;
@@ -247,11 +249,7 @@ std::vector<array> AddRmsNorm::vjp(
     const std::vector<int>& argnums,
     const std::vector<array>& outputs) {
   const array& h = outputs[0];
-  const array& w = primals[2];
-  array gy = astype(cotangents[1], h.dtype(), stream());
-  auto grads = fast::record_or_fallback(
-      kernel_covers(h), std::make_shared<RmsNormVjp>(stream(), eps_), {h.shape(), w.shape()},
-      {h.dtype(), w.dtype()}, {h, w, gy});
+  auto grads = rms_norm_grads(h, primals[2], cotangents[1], eps_, stream());
   array dh = fast::is_known_zeros(cotangents[0])
       ? grads[0]
       : add(grads[0], astype(cotangents[0], h.dtype(), stream()), stream());
