@@ -182,6 +182,14 @@ TEST(FastSoftmaxVjp, LseIsOnlyTheShift) {
   array x = astype(add(multiply(randn({4, 257}, float64), array(300.0, float64)), array(40000.0, float64)), bfloat16);
   array lse = logsumexp(x, -1, true);
   expect_matches_fallback(logsumexp_vjp_node(x, lse, rows_of({4, 1}, bfloat16)), "LogSumExpVjp", tol_of(bfloat16));
+  // A +inf lse over a finite row (a float16 row whose logsumexp passes 65504 rounds to it):
+  // the row's max is the shift, the fallback's answer (not NaN from exp(x − 0) overflowing).
+  for (Dtype dt : {float16, float32, float64}) {
+    SCOPED_TRACE(std::string("+inf lse ") + dtype_name(dt));
+    array xf = add(rows_of({3, 300}, dt), array(60.0, dt));
+    array inf_lse = full({3, 1}, array(std::numeric_limits<float>::infinity()), dt);
+    expect_matches_fallback(logsumexp_vjp_node(xf, inf_lse, rows_of({3, 1}, dt)), "LogSumExpVjp", tol_of(dt));
+  }
   // The rounding of a half type's lse cancels: the gradient is g times softmax(x), within
   // the output's rounding, however far the rounded lse is from the true one.
   array xb = rows_of({3, 4096}, bfloat16, 3.0);

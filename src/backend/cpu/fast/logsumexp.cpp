@@ -50,9 +50,10 @@ void LogSumExpVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>
       auto sum_exp = [&] { return cpu::sum_of(n, [&](int64_t i) { return math::exp(static_cast<A>(x[i]) - c); }); };
       double s = sum_exp();
       if (!math::lse_shift_holds(lse, static_cast<A>(s))) {
-        // A finite lse, so no NaN or +inf in the row: its max is finite.
-        c = static_cast<A>(x[0]);
-        for (int64_t i = 1; i < n; ++i) c = std::max(c, static_cast<A>(x[i]));
+        // lse is finite or +inf, so the row holds no NaN: std::max sees only numbers.
+        A m = static_cast<A>(x[0]);
+        for (int64_t i = 1; i < n; ++i) m = std::max(m, static_cast<A>(x[i]));
+        c = math::lse_shift(m);
         s = sum_exp();
       }
       const A q = static_cast<A>(*gs.row<T>(r)) / static_cast<A>(s);

@@ -161,8 +161,9 @@ __device__ __forceinline__ UnitAngles<T, W> unit_angles(int u, float position, c
 
 // ---- Half types: the unit's arithmetic on packed pairs ---------------------------------
 // A word of a half-type unit holds two elements; the kernels compute on it with the two-lane
-// instructions (__hmul2, __hadd2, __hfma2, one conversion for two elements), which round
-// exactly as math/rope.h's element rules do: a product of two half-type values is exact in
+// instructions (__hmul2_rn, __hadd2, __hfma2, one conversion for two elements), which round
+// exactly as math/rope.h's element rules do (the products are __hmul2_rn, which the compiler
+// may not contract with the following add into an fma that would skip their rounding): a product of two half-type values is exact in
 // float, so rounding it once equals the rule's float product then rounding; a sum of two
 // such values is exact in float too, or its smaller term lies below 2^-13 of the larger,
 // too far from a tie of the half type for float's rounding to change the result. (Checked
@@ -220,11 +221,11 @@ __device__ __forceinline__ void rotate_unit(UnitData<T, W>& e, int u, const Unit
     for (int i = 0; i < W / 2; ++i) {
       const Pair<T> x1 = pair_at(e.lo, i), x2 = pair_at(e.hi, i), c = pair_at(a.c, i), s = pair_at(a.s, i);
       if (p.forward) {
-        set_pair(e.lo, i, __hsub2(__hmul2(x1, c), __hmul2(x2, s)));
-        set_pair(e.hi, i, __hadd2(__hmul2(x1, s), __hmul2(x2, c)));
+        set_pair(e.lo, i, __hsub2(__hmul2_rn(x1, c), __hmul2_rn(x2, s)));
+        set_pair(e.hi, i, __hadd2(__hmul2_rn(x1, s), __hmul2_rn(x2, c)));
       } else {
-        set_pair(e.lo, i, __hadd2(__hmul2(x2, s), __hmul2(x1, c)));
-        set_pair(e.hi, i, __hsub2(__hmul2(x2, c), __hmul2(x1, s)));
+        set_pair(e.lo, i, __hadd2(__hmul2_rn(x2, s), __hmul2_rn(x1, c)));
+        set_pair(e.hi, i, __hsub2(__hmul2_rn(x2, c), __hmul2_rn(x1, s)));
       }
     }
   } else if constexpr (kPacked<T> && W >= 2) {
@@ -237,7 +238,7 @@ __device__ __forceinline__ void rotate_unit(UnitData<T, W>& e, int u, const Unit
       if (u * W + k < p.half) {
         const Pair<T> x = unit_pair(e, k);
         const T c = a.c.get(k), s = a.s.get(k);
-        const Pair<T> xc = __hmul2(x, Pair<T>(c, c)), xs = __lowhigh2highlow(__hmul2(x, Pair<T>(s, s)));
+        const Pair<T> xc = __hmul2_rn(x, Pair<T>(c, c)), xs = __lowhigh2highlow(__hmul2_rn(x, Pair<T>(s, s)));
         set_unit_pair(e, k, __hfma2(xs, sign, xc));
       }
     }
@@ -282,7 +283,7 @@ __device__ __forceinline__ void normalise_unit(UnitData<T, W>& e, A inv, const U
     for (int i = 0; i < W; ++i) {
       const float2 f = to_float2(unit_pair(e, i));
       Pair<T> v = round_pair<T>(f.x * inv, f.y * inv);
-      if (weighted) v = __hmul2(v, unit_pair(w, i));
+      if (weighted) v = __hmul2_rn(v, unit_pair(w, i));
       set_unit_pair(e, i, v);
     }
   } else {

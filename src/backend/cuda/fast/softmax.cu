@@ -13,6 +13,7 @@
 //    running (max, sum) per thread (the "online" softmax), combined across the block; the
 //    second pass writes. Two reads instead of the three a max / sum / write scheme needs.
 // Inputs whose rows are not dense and row-major are copied to that form first.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -200,20 +201,29 @@ constexpr int kLoopedBlock = 512;
 // the looped kernel.
 template <typename T>
 void softmax_gpu(const T* src, T* dst, int64_t rows, int64_t n, bool aligned) {
+  // Launches cover at most 2^31 - 1 blocks (the grid's x limit): more rows go in pieces.
+  constexpr int64_t kMaxBlocks = (int64_t(1) << 31) - 1;
   const bool in_registers = cu::launch_register_row<T>(n, [&]<int TPR, int VPT, int BLOCK>() {
     constexpr int64_t kRowsPerBlock = BLOCK / TPR;
-    const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    if (aligned) {
-      softmax_regs_kernel<T, TPR, VPT, BLOCK><<<blocks, BLOCK, 0, cu::stream()>>>(src, dst, rows, n);
-    } else {
-      softmax_regs_unaligned_kernel<T, TPR, VPT, BLOCK><<<blocks, BLOCK, 0, cu::stream()>>>(src, dst, rows, n);
+    for (int64_t r0 = 0; r0 < rows; r0 += kMaxBlocks * kRowsPerBlock) {
+      const int64_t r = std::min(rows - r0, kMaxBlocks * kRowsPerBlock);
+      const auto blocks = static_cast<unsigned>((r + kRowsPerBlock - 1) / kRowsPerBlock);
+      if (aligned) {
+        softmax_regs_kernel<T, TPR, VPT, BLOCK><<<blocks, BLOCK, 0, cu::stream()>>>(src + r0 * n, dst + r0 * n, r, n);
+      } else {
+        softmax_regs_unaligned_kernel<T, TPR, VPT, BLOCK>
+            <<<blocks, BLOCK, 0, cu::stream()>>>(src + r0 * n, dst + r0 * n, r, n);
+      }
+      cu::check_launch("softmax_regs_kernel");
     }
-    cu::check_launch("softmax_regs_kernel");
   });
   if (in_registers) return;
-  softmax_looped_kernel<T, kLoopedBlock>
-      <<<static_cast<unsigned>(rows), kLoopedBlock, 0, cu::stream()>>>(src, dst, n, aligned);
-  cu::check_launch("softmax_looped_kernel");
+  for (int64_t r0 = 0; r0 < rows; r0 += kMaxBlocks) {
+    const int64_t r = std::min(rows - r0, kMaxBlocks);
+    softmax_looped_kernel<T, kLoopedBlock>
+        <<<static_cast<unsigned>(r), kLoopedBlock, 0, cu::stream()>>>(src + r0 * n, dst + r0 * n, n, aligned);
+    cu::check_launch("softmax_looped_kernel");
+  }
 }
 
 } // namespace

@@ -192,7 +192,7 @@ struct LogSumExpVjpOp {
     A c = math::lse_shift(l);
     A s = row.reduce([c](A x) { return math::exp(x - c); }, Sum<A>{});
     if (!math::lse_shift_holds(l, s)) { // the same branch for the whole block (s is the block's)
-      c = row.reduce([](A x) { return x; }, Max<A>{});
+      c = math::lse_shift(row.reduce([](A x) { return x; }, Max<A>{}));
       s = row.reduce([c](A x) { return math::exp(x - c); }, Sum<A>{});
     }
     const A q = cu::to_acc(g[r]) / s;
