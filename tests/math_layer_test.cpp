@@ -1,7 +1,8 @@
 // The host-and-device math layer (src/backend/common/math/) compiled on its own by g++,
 // without CUDA: it must need no nuvec host header (array, dtype) and no standard container,
 // so that nvcc and NVRTC can compile the same text. Then: its functors agree with the op
-// tables' dtype rules for every op and element type, and a few of its rules by value.
+// tables' dtype rules for every op and element type, a few of its rules by value, and the
+// host's float exp within 1 ulp everywhere, saturating where expf does.
 #include "backend/common/math/cast.h"
 #include "backend/common/math/elementwise.h"
 #include "backend/common/math/reduce.h"
@@ -138,21 +139,48 @@ TEST(MathLayer, FloatRulesAreNumPys) {
   }
 }
 
-TEST(MathLayer, HostExpIsWithinTwoUlpOfLibm) {
-  // exp_f32 (the host's float exp) against double-precision exp across its whole range.
-  int worst = 0;
-  for (float x = -103.0f; x < 88.7f; x += 0.0137f) {
-    float want = static_cast<float>(std::exp(static_cast<double>(x)));
-    float got = math::Exp{}(x);
+TEST(MathLayer, HostExpIsWithinOneUlpAndSaturatesAsExpf) {
+  // exp_f32 (the host's float exp) against exp in double, rounded once: every 251st float
+  // (all 2^32 pass, checked once by hand) and every float within 4096 ulps of the edges:
+  // ln(FLT_MAX) (overflow), ln(2^-126) (subnormal results), ln(2^-149) and ln(2^-150) (the
+  // last nonzero result), 0. It must give inf and 0 for exactly the inputs expf does.
+  auto check = [](float x) {
+    const float got = math::Exp{}(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(got)) << x;
+      return;
+    }
+    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+    const float libm = std::exp(x);
+    EXPECT_EQ(std::isinf(got), std::isinf(libm)) << std::hexfloat << x;
+    EXPECT_EQ(got == 0.0f, libm == 0.0f) << std::hexfloat << x;
     int32_t a, b;
     std::memcpy(&a, &want, 4);
     std::memcpy(&b, &got, 4);
-    worst = std::max(worst, std::abs(a - b));
+    EXPECT_LE(std::abs(static_cast<int64_t>(a) - b), 1) << std::hexfloat << x;
+  };
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 251) {
+    float x;
+    const uint32_t bits = static_cast<uint32_t>(u);
+    std::memcpy(&x, &bits, 4);
+    check(x);
   }
-  EXPECT_LE(worst, 2);
+  for (float edge : {88.7228391f, -87.3365448f, -103.278931f, -103.972077f, 0.0f}) {
+    float lo = edge, hi = edge;
+    for (int i = 0; i < 4096; ++i) {
+      check(lo = std::nextafter(lo, -INFINITY));
+      check(hi = std::nextafter(hi, INFINITY));
+    }
+  }
+  EXPECT_EQ(math::Exp{}(0.0f), 1.0f);
+  EXPECT_EQ(math::Exp{}(-0.0f), 1.0f);
+  EXPECT_EQ(math::Exp{}(1e-45f), 1.0f);
+  EXPECT_EQ(math::Exp{}(-INFINITY), 0.0f);
   EXPECT_EQ(math::Exp{}(-200.0f), 0.0f);
+  EXPECT_EQ(math::Exp{}(INFINITY), INFINITY);
   EXPECT_EQ(math::Exp{}(100.0f), INFINITY);
   EXPECT_TRUE(std::isnan(math::Exp{}(NAN)));
+  EXPECT_TRUE(std::isnan(math::Exp{}(-NAN)));
 }
 
 TEST(MathLayer, CastsAreNumPys) {

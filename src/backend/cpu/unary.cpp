@@ -10,6 +10,7 @@
 #include "backend/common/dispatch.h"
 #include "backend/common/math/elementwise.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/simd.h"
 #include "core/errors.h"
 #include "primitives/primitives.h"
 
@@ -17,36 +18,12 @@ namespace nuvec {
 
 namespace {
 
-// exp of a contiguous float32 range, the benchmarked case: built for AVX-512 and AVX2 as
-// well as the baseline, the first call picking one (versions with FMA may differ in the last
-// bit; each stays within the 2 ulp the tests check). The pick is an ordinary function pointer
-// set at run time, not target_clones: its ifunc resolver runs while the loader relocates
-// libnuvec, before a sanitizer's runtime is up, and crashed every ThreadSanitizer program.
-// The loop, compiled into each version below with that version's instruction set.
-__attribute__((always_inline)) inline void exp_f32_loop(const float* in, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = math::exp_f32(in[i]);
-}
-void exp_f32_baseline(const float* in, float* out, size_t n) { exp_f32_loop(in, out, n); }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target("arch=x86-64-v4"))) void exp_f32_v4(const float* in, float* out, size_t n) {
-  exp_f32_loop(in, out, n);
-}
-__attribute__((target("arch=x86-64-v3"))) void exp_f32_v3(const float* in, float* out, size_t n) {
-  exp_f32_loop(in, out, n);
-}
-#endif
-
+// exp of a contiguous float32 range, the benchmarked case, in the CPU's widest vector
+// version (cpu/simd.h; every version gives the same bits).
 void exp_f32_range(const float* in, float* out, size_t n) {
-  using Fn = void (*)(const float*, float*, size_t);
-  static const Fn fn = [] {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("x86-64-v4")) return Fn(exp_f32_v4);
-    if (__builtin_cpu_supports("x86-64-v3")) return Fn(exp_f32_v3);
-#endif
-    return Fn(exp_f32_baseline);
-  }();
-  fn(in, out, n);
+  cpu::vectorized([&] {
+    for (size_t i = 0; i < n; ++i) out[i] = math::exp_f32(in[i]);
+  });
 }
 
 template <typename T, typename Op>

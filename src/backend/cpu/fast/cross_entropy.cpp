@@ -2,14 +2,16 @@
 // src/fast/cross_entropy.cpp). Forward: per row, the row's logsumexp (rows.h, the LogSumExp
 // kernel's) minus the target's logit, in acc_t (float, or double for float64). Backward: one
 // pass per row, g · (exp(x − lse) − [i == target]) with lse = loss + x[target] from the
-// forward, rows split over the thread pool.
+// forward, rows split over the thread pool; both vectorised (cpu/simd.h), float exp by
+// math::exp_f32.
 #include <cmath>
 #include <cstdint>
 
 #include "backend/common/class_index.h"
 #include "backend/common/dispatch.h"
-#include "backend/common/math/functions.h"
+#include "backend/common/math/unary.h"
 #include "backend/cpu/fast/rows.h"
+#include "backend/cpu/simd.h"
 #include "core/errors.h"
 #include "fast/cross_entropy.h"
 
@@ -51,10 +53,12 @@ void CrossEntropyVjp::eval_cpu(const std::vector<array>& inputs, std::vector<arr
       const A lse = lp[r] + (y >= 0 ? static_cast<A>(x[y]) : A(0));
       const A gr = gp[r];
       T* d = dst + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        const A p = math::exp(static_cast<A>(x[i]) - lse);
-        d[i] = static_cast<T>(gr * (i == y ? p - A(1) : p));
-      }
+      cpu::vectorized([&] {
+        const auto p = [&](int64_t i) { return math::Exp{}(static_cast<A>(x[i]) - lse); };
+        for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(gr * p(i));
+        // The target's term apart, so the loop above has no branch to keep it scalar.
+        if (y >= 0) d[y] = static_cast<T>(gr * (p(y) - A(1)));
+      });
     });
   });
 }

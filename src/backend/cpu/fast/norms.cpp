@@ -1,18 +1,22 @@
 // nuvec: CPU kernels of the normalisation fused primitives (rules and fallbacks in
-// src/fast/norms.cpp). One pass over each row for the statistics and one for the output,
-// rows split over the thread pool; statistics accumulate in double (a row of 2^17 float
-// terms summed in float would lose ~1e-5), then run in acc_t (float for the half types and
-// float32, double for float64), rounding where the fallback graph rounds. The parameter
+// src/fast/norms.cpp). Per row, passes for the statistics (the row stays in L1 after the
+// first) and one for the output, rows split over the thread pool, each row's loops in the
+// CPU's widest vector version (cpu/simd.h); statistics accumulate in double lane partials (a
+// row of 2^17 float terms summed in float would lose ~1e-5; cpu/fast/rows.h fixes their
+// order, so every version gives the same bits), then run in acc_t (float for the half types
+// and float32, double for float64), rounding where the fallback graph rounds. The parameter
 // gradients of the backward kernels sum per-row terms over a fixed partition of the rows
 // (kGradChunks chunks, combined in order), so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backend/common/dispatch.h"
 #include "backend/cpu/fast/rows.h"
+#include "backend/cpu/simd.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/errors.h"
 #include "fast/norms.h"
@@ -46,6 +50,38 @@ T* out_ptr(array& out) {
 template <typename A>
 A inv_rms(double sum_sq, int64_t n, float eps) {
   return static_cast<A>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + static_cast<double>(eps)));
+}
+
+/// sum over the row of h[i]^2, in double.
+template <typename T>
+double sum_of_squares(const T* h, int64_t n) {
+  using A = acc_t<T>;
+  return cpu::sum_lanes(n, [&](int64_t i) {
+    const double v = static_cast<double>(A(h[i]));
+    return v * v;
+  });
+}
+
+/// y = (h * inv) rounded to T, then times w rounded to T when w is present: RmsNorm's
+/// output, rounding where its fallback does.
+template <typename T, typename A>
+void write_rms_row(const T* h, A inv, const Param<T>& w, int64_t n, T* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = static_cast<T>(A(h[i]) * inv);
+    y[i] = w.present() ? static_cast<T>(A(v) * A(w.p[i])) : v;
+  }
+}
+
+/// LayerNorm's row statistics: the mean mu (in double, rounded to A) and
+/// 1 / sqrt(mean((x - mu)^2) + eps), the centred terms formed in A as the fallback forms them.
+template <typename T, typename A = acc_t<T>>
+std::pair<A, A> layer_stats(const T* x, int64_t n, float eps) {
+  const A mu = static_cast<A>(cpu::sum_lanes(n, [&](int64_t i) { return A(x[i]); }) / static_cast<double>(n));
+  const double ss = cpu::sum_lanes(n, [&](int64_t i) {
+    const double c = static_cast<double>(A(x[i]) - mu);
+    return c * c;
+  });
+  return {mu, inv_rms<A>(ss, n, eps)};
 }
 
 /// Runs row_fn(r, partial) for every row, in kGradChunks fixed chunks of rows (in parallel),
@@ -102,14 +138,9 @@ void RmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
     T* dst = out_ptr<T>(outputs[0]);
     const int64_t n = rows.n, count = static_cast<int64_t>(outputs[0].size()) / n;
     cpu::parallel_rows(count, n, [&](int64_t r) {
+      rows.prefetch<T>(r + 1);
       const T* x = rows.row<T>(r);
-      const double ss = cpu::sum_of(n, [&](int64_t i) { return static_cast<double>(A(x[i])) * static_cast<double>(A(x[i])); });
-      const A inv = inv_rms<A>(ss, n, eps_);
-      T* y = dst + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        const T v = static_cast<T>(A(x[i]) * inv);
-        y[i] = w.present() ? static_cast<T>(A(v) * A(w.p[i])) : v;
-      }
+      cpu::vectorized([&] { write_rms_row(x, inv_rms<A>(sum_of_squares(x, n), n, eps_), w, n, dst + r * n); });
     });
   });
 }
@@ -124,20 +155,15 @@ void AddRmsNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
     T* yd = out_ptr<T>(outputs[1]);
     const int64_t n = xs.n, count = static_cast<int64_t>(outputs[0].size()) / n;
     cpu::parallel_rows(count, n, [&](int64_t r) {
+      xs.prefetch<T>(r + 1);
+      rs.prefetch<T>(r + 1);
       const T* x = xs.row<T>(r);
       const T* res = rs.row<T>(r);
       T* h = hd + r * n;
-      double ss = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        h[i] = static_cast<T>(A(x[i]) + A(res[i]));
-        ss += static_cast<double>(A(h[i])) * static_cast<double>(A(h[i]));
-      }
-      const A inv = inv_rms<A>(ss, n, eps_);
-      T* y = yd + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        const T v = static_cast<T>(A(h[i]) * inv);
-        y[i] = w.present() ? static_cast<T>(A(v) * A(w.p[i])) : v;
-      }
+      cpu::vectorized([&] {
+        for (int64_t i = 0; i < n; ++i) h[i] = static_cast<T>(A(x[i]) + A(res[i]));
+        write_rms_row<T>(h, inv_rms<A>(sum_of_squares(h, n), n, eps_), w, n, yd + r * n);
+      });
     });
   });
 }
@@ -152,23 +178,26 @@ void RmsNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
     const int64_t n = xs.n, count = static_cast<int64_t>(outputs[0].size()) / n;
     const int64_t width = w.present() ? n : 0;
     auto dw = chunked_rows(count, width, [&](int64_t r, double* acc) {
+      xs.prefetch<T>(r + 1);
+      gs.prefetch<T>(r + 1);
       const T* x = xs.row<T>(r);
       const T* g = gs.row<T>(r);
-      double ss = 0, t = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double xi = static_cast<double>(A(x[i]));
-        const double gw = static_cast<double>(A(g[i])) * (w.present() ? static_cast<double>(A(w.p[i])) : 1.0);
-        ss += xi * xi;
-        t += gw * xi;
-      }
-      const A inv = inv_rms<A>(ss, n, eps_);
-      const A tn3 = static_cast<A>(t / static_cast<double>(n)) * inv * inv * inv;
       T* dx = dxd + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        const A gw = A(g[i]) * (w.present() ? A(w.p[i]) : A(1));
-        dx[i] = static_cast<T>(gw * inv - A(x[i]) * tn3);
-        if (width) acc[i] += static_cast<double>(A(g[i])) * static_cast<double>(A(x[i]) * inv);
-      }
+      cpu::vectorized([&] {
+        const double t = cpu::sum_lanes(n, [&](int64_t i) {
+          const double gw = static_cast<double>(A(g[i])) * (w.present() ? static_cast<double>(A(w.p[i])) : 1.0);
+          return gw * static_cast<double>(A(x[i]));
+        });
+        const A inv = inv_rms<A>(sum_of_squares(x, n), n, eps_);
+        const A tn3 = static_cast<A>(t / static_cast<double>(n)) * inv * inv * inv;
+        for (int64_t i = 0; i < n; ++i) {
+          const A gw = A(g[i]) * (w.present() ? A(w.p[i]) : A(1));
+          dx[i] = static_cast<T>(gw * inv - A(x[i]) * tn3);
+        }
+        if (width) {
+          for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(A(g[i])) * static_cast<double>(A(x[i]) * inv);
+        }
+      });
     });
     store_param_grad<T>(outputs[1], dw, 0, width);
   });
@@ -183,21 +212,18 @@ void LayerNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& o
     T* dst = out_ptr<T>(outputs[0]);
     const int64_t n = rows.n, count = static_cast<int64_t>(outputs[0].size()) / n;
     cpu::parallel_rows(count, n, [&](int64_t r) {
+      rows.prefetch<T>(r + 1);
       const T* x = rows.row<T>(r);
-      const double s = cpu::sum_of(n, [&](int64_t i) { return static_cast<double>(A(x[i])); });
-      const A mu = static_cast<A>(s / static_cast<double>(n));
-      const double ss = cpu::sum_of(n, [&](int64_t i) {
-        const double c = static_cast<double>(A(x[i]) - mu);
-        return c * c;
-      });
-      const A inv = inv_rms<A>(ss, n, eps_);
       T* y = dst + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        T v = static_cast<T>((A(x[i]) - mu) * inv);
-        if (w.present()) v = static_cast<T>(A(v) * A(w.p[i]));
-        if (b.present()) v = static_cast<T>(A(v) + A(b.p[i]));
-        y[i] = v;
-      }
+      cpu::vectorized([&] {
+        const auto [mu, inv] = layer_stats(x, n, eps_);
+        for (int64_t i = 0; i < n; ++i) {
+          T v = static_cast<T>((A(x[i]) - mu) * inv);
+          if (w.present()) v = static_cast<T>(A(v) * A(w.p[i]));
+          if (b.present()) v = static_cast<T>(A(v) + A(b.p[i]));
+          y[i] = v;
+        }
+      });
     });
   });
 }
@@ -213,30 +239,31 @@ void LayerNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>
     // Partials: dw terms at [0, n) (when w is present), db terms after them (when b is).
     const int64_t wn = w.present() ? n : 0, bn = b.present() ? n : 0;
     auto grads = chunked_rows(count, wn + bn, [&](int64_t r, double* acc) {
+      xs.prefetch<T>(r + 1);
+      gs.prefetch<T>(r + 1);
       const T* x = xs.row<T>(r);
       const T* g = gs.row<T>(r);
-      double s = 0;
-      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(A(x[i]));
-      const A mu = static_cast<A>(s / static_cast<double>(n));
-      double ss = 0, swg = 0, swgxc = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double c = static_cast<double>(A(x[i]) - mu);
-        const double wg = static_cast<double>(A(g[i])) * (w.present() ? static_cast<double>(A(w.p[i])) : 1.0);
-        ss += c * c;
-        swg += wg;
-        swgxc += wg * c;
-      }
-      const A inv = inv_rms<A>(ss, n, eps_);
-      const A mwg = static_cast<A>(swg / static_cast<double>(n));
-      const A k = static_cast<A>(swgxc / static_cast<double>(n)) * inv * inv * inv;
       T* dx = dxd + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        const A c = A(x[i]) - mu;
-        const A wg = A(g[i]) * (w.present() ? A(w.p[i]) : A(1));
-        dx[i] = static_cast<T>((wg - mwg) * inv - c * k);
-        if (wn) acc[i] += static_cast<double>(A(g[i])) * static_cast<double>(c * inv);
-        if (bn) acc[wn + i] += static_cast<double>(A(g[i]));
-      }
+      cpu::vectorized([&] {
+        const auto [mu, inv] = layer_stats(x, n, eps_);
+        const auto wg = [&](int64_t i) {
+          return static_cast<double>(A(g[i])) * (w.present() ? static_cast<double>(A(w.p[i])) : 1.0);
+        };
+        const double swg = cpu::sum_lanes(n, wg);
+        const double swgxc = cpu::sum_lanes(n, [&](int64_t i) { return wg(i) * static_cast<double>(A(x[i]) - mu); });
+        const A mwg = static_cast<A>(swg / static_cast<double>(n));
+        const A k = static_cast<A>(swgxc / static_cast<double>(n)) * inv * inv * inv;
+        for (int64_t i = 0; i < n; ++i) {
+          const A wgi = A(g[i]) * (w.present() ? A(w.p[i]) : A(1));
+          dx[i] = static_cast<T>((wgi - mwg) * inv - (A(x[i]) - mu) * k);
+        }
+        if (wn) {
+          for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(A(g[i])) * static_cast<double>((A(x[i]) - mu) * inv);
+        }
+        if (bn) {
+          for (int64_t i = 0; i < n; ++i) acc[wn + i] += static_cast<double>(A(g[i]));
+        }
+      });
     });
     store_param_grad<T>(outputs[1], grads, 0, wn);
     store_param_grad<T>(outputs[2], grads, wn, bn);
