@@ -1,53 +1,56 @@
 // nuvec: CPU kernel of Softmax (softmax along the last axis; rules in
 // src/fast/softmax.cpp). Per row: the max, exp(x - max) and its sum, then one scaling
-// pass, all in acc_t (float for the half types, double for float64): the composed formula's
-// arithmetic, so a row of all -inf gives NaN (-inf - -inf) and any NaN makes its row NaN.
+// pass, all in acc_t (float for the half types, double for float64), vectorised: the composed
+// formula's arithmetic, so a row of all -inf gives NaN (-inf - -inf) and any NaN makes its row
+// NaN.
 // SoftmaxVjp's kernel: per row the dot sum(d * y) (products in acc_t, summed in double), then
 // the write y * (d - dot) in acc_t, rounded once (the fallback's arithmetic).
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backend/common/dispatch.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/fast/rows.h"
+#include "backend/cpu/simd.h"
 #include "fast/softmax.h"
 
 namespace nuvec {
 
 namespace {
 
-// One row of n elements (src dense, dst dense). e holds exp(x - max) between the passes when
-// T is narrower than A; otherwise dst does (it has A's precision).
+// One row of n elements (src dense, dst dense), in the CPU's widest vector version
+// (cpu::vectorized): the max over order keys (a NaN with its sign bit clear wins it, one
+// with the bit set reaches the sum through exp; either way the row is NaN, as in the composed
+// formula), exp(x - max) by the Exp functor (float: math::exp_f32, within 1 ulp, the
+// fallback's own exp on the host) summed in double lane partials (rows of 1e5 terms summed
+// in float would lose ~1e-5), then one scaling pass. e holds exp(x - max) between the passes
+// when T is narrower than A; otherwise dst does (it has A's precision).
 template <typename T>
 void softmax_row(const T* src, T* dst, int64_t n, std::vector<acc_t<T>>& e) {
   using A = acc_t<T>;
-  A m = -std::numeric_limits<A>::infinity();
-  for (int64_t i = 0; i < n; ++i) {
-    A v = static_cast<A>(src[i]);
-    if (v > m) m = v; // NaN never wins; it reaches the sum below instead
-  }
-  // The sum runs in double for float and the half types: rows of 1e5 terms would otherwise
-  // lose ~1e-5 of relative accuracy to sequential rounding (the GPU sums as a tree).
-  double s = 0.0;
+  A* buf = nullptr;
   if constexpr (std::is_same_v<T, A>) {
-    s = cpu::sum_of(n, [&](int64_t i) {
-      const A v = math::exp(static_cast<A>(src[i]) - m);
-      dst[i] = v;
-      return v;
-    });
-    const A sa = static_cast<A>(s);
-    for (int64_t i = 0; i < n; ++i) dst[i] = dst[i] / sa;
+    buf = dst;
   } else {
     e.resize(n);
-    s = cpu::sum_of(n, [&](int64_t i) {
-      e[i] = math::exp(static_cast<A>(src[i]) - m);
-      return e[i];
-    });
-    const A sa = static_cast<A>(s);
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(e[i] / sa);
+    buf = e.data();
   }
+  cpu::vectorized([&] {
+    const auto x = [&](int64_t i) { return static_cast<A>(src[i]); };
+    using I = decltype(cpu::order_key(A(0)));
+    const A m = cpu::from_order_key<A>(cpu::reduce_lanes(
+        n, cpu::order_key(-std::numeric_limits<A>::infinity()), [&](int64_t i) { return cpu::order_key(x(i)); },
+        [](I a, I b) { return a > b ? a : b; }));
+    const A sa = static_cast<A>(cpu::sum_lanes(n, [&](int64_t i) {
+      const A v = math::Exp{}(x(i) - m);
+      buf[i] = v;
+      return v;
+    }));
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(buf[i] / sa);
+  });
 }
 
 } // namespace
