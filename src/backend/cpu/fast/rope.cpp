@@ -39,6 +39,21 @@ void rope_rows(const RopePlan& p, const array& x, void* y, const RopeOperands& i
     const T* w = static_cast<const T*>(in.w);
     T* dst = static_cast<T*>(y);
     const int64_t d = p.d;
+    // Every head of a (batch, position) shares its angles: with several heads, cos and sin
+    // of each (offset group, position, pair) are computed once into a table (1/heads of the
+    // input's size) instead of once a row. The table's entries are the same rule's values.
+    const int64_t groups = p.per_batch_offset ? p.batch : 1;
+    const bool tabled = p.heads > 1;
+    std::vector<math::RopeCosSin<T>> table;
+    if (tabled) {
+      table.resize(static_cast<size_t>(groups * p.t_len * p.half));
+      cpu::parallel_rows(groups * p.t_len, p.half, [&](int64_t gt) {
+        const int64_t g = gt / p.t_len, t = gt % p.t_len;
+        const int32_t offset = in.offsets ? in.offsets[g] : p.offset;
+        const float position = math::rope_position(t, offset, p.scale);
+        for (int i = 0; i < p.half; ++i) table[gt * p.half + i] = math::rope_cos_sin<T>(position, inv[i]);
+      });
+    }
     cpu::parallel_rows(p.rows(), d, [&](int64_t r) {
       const int64_t t = r % p.t_len, bm = r / p.t_len;
       const T* xr = src + r * d;
@@ -57,10 +72,11 @@ void rope_rows(const RopePlan& p, const array& x, void* y, const RopeOperands& i
       const int64_t b = bm / p.heads;
       const int32_t offset = in.offsets ? in.offsets[p.per_batch_offset ? b : 0] : p.offset;
       const float position = math::rope_position(t, offset, p.scale);
+      const math::RopeCosSin<T>* angles = tabled ? &table[((p.per_batch_offset ? b : 0) * p.t_len + t) * p.half] : nullptr;
       for (int i = 0; i < p.half; ++i) {
         const int64_t j1 = i * step, j2 = second + i * step;
         T x1 = value(j1), x2 = value(j2);
-        math::rope_rotate(x1, x2, math::rope_cos_sin<T>(position, inv[i]), p.forward);
+        math::rope_rotate(x1, x2, tabled ? angles[i] : math::rope_cos_sin<T>(position, inv[i]), p.forward);
         yr[j1] = x1;
         yr[j2] = x2;
       }
