@@ -9,7 +9,9 @@ bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^
 or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
 
 Usage: bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings [--only GROUP]
-GROUP: elementwise, reduce, softmax, norms, cross_entropy, rope, matmul, chain.
+GROUP: elementwise, reduce, softmax, norms, cross_entropy, rope, attention, matmul, chain.
+Attention rows compare with PyTorch's SDPA on its cuDNN backend, with a second row for its
+flash backend.
 """
 import argparse
 import statistics
@@ -144,6 +146,45 @@ def torch_side(only):
             return cache
 
         res["norm_rope_cache_bf16_1x32x16384x128"] = cuda_median_ms(lambda: norm_rope_eager(q, 0))
+    if want("attention"):
+        # PyTorch's SDPA with its cuDNN backend (the main column) and its flash backend (the
+        # second row), on the same shapes; a backend that refuses a shape is left out.
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def sdpa_times(name, make, runs=20, batch=10):
+            for backend, suffix in ((SDPBackend.CUDNN_ATTENTION, ""), (SDPBackend.FLASH_ATTENTION, "|flash")):
+                try:
+                    with sdpa_kernel(backend):
+                        make()
+                        res[name + suffix] = cuda_median_ms(make, runs=runs, batch=batch)
+                except RuntimeError as e:
+                    print(f"# {name}{suffix}: {str(e).splitlines()[0][:100]}", file=sys.stderr)
+
+        for lk in (8192, 512):
+            q = torch.randn(32, 32, 1, 128, device=dev).to(torch.bfloat16)
+            k = torch.randn(32, 8, lk, 128, device=dev).to(torch.bfloat16)
+            v = torch.randn(32, 8, lk, 128, device=dev).to(torch.bfloat16)
+            name = f"sdpa_decode_bf16_b32_hq32_hkv8_lk{lk}_d128"
+            sdpa_times(name, lambda: F.scaled_dot_product_attention(q, k, v, scale=0.088, enable_gqa=True))
+            if lk == 8192:
+                # No paged attention in PyTorch: the paged kernel is set beside contiguous SDPA
+                # over the same keys.
+                sdpa_times("paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128",
+                           lambda: F.scaled_dot_product_attention(q, k, v, scale=0.088, enable_gqa=True))
+        q, k, v, g = (torch.randn(4, 32, 4096, 128, device=dev).to(torch.bfloat16) for _ in range(4))
+        qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
+        for causal in (False, True):
+            tag = "_causal" if causal else ""
+            sdpa_times("sdpa_prefill_bf16_b4_h32_l4096_d128" + tag,
+                       lambda: F.scaled_dot_product_attention(q, k, v, scale=0.088, is_causal=causal),
+                       runs=10, batch=3)
+
+            def fb():
+                o = F.scaled_dot_product_attention(qg, kg, vg, scale=0.088, is_causal=causal)
+                return torch.autograd.grad(o, (qg, kg, vg), g) + (o,)
+
+            sdpa_times("sdpa_prefill_fwd_bwd_bf16_b4_h32_l4096_d128" + tag, fb, runs=10, batch=3)
     if want("matmul"):
         torch.backends.cuda.matmul.allow_tf32 = False
         for m in (4096, 8192):
@@ -210,6 +251,17 @@ def floor_ms(name, copy_gbps):
         "softmax_fwd_bwd_bf16_16384x4096": 5 * m,       # x; y | y, g; dx
         "logsumexp_fwd_bwd_bf16_16384x4096": 3 * m,     # x | x; dx
     })
+    # Attention: decode reads K and V once (the floor is their bytes over the copy
+    # bandwidth); prefill is bound by its FLOPs: 4·B·H·L²·D forward (QKᵀ and PV), 2.5 times
+    # that backward, halved under a causal mask.
+    kv = lambda lk: 2 * 2 * 32 * 8 * lk * 128
+    bytes_["sdpa_decode_bf16_b32_hq32_hkv8_lk8192_d128"] = kv(8192)
+    bytes_["sdpa_decode_bf16_b32_hq32_hkv8_lk512_d128"] = kv(512)
+    bytes_["paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128"] = kv(8192)
+    if name.startswith("sdpa_prefill"):
+        fwd = 4 * 4 * 32 * 4096 * 4096 * 128
+        flops = fwd * (3.5 if "fwd_bwd" in name else 1.0) * (0.5 if name.endswith("causal") else 1.0)
+        return flops / (PEAK_TFLOPS["bf16"] * 1e12) * 1e3
     if name in bytes_:
         return bytes_[name] / (copy_gbps * 1e9) * 1e3
     if name.startswith("matmul_"):
@@ -238,6 +290,9 @@ def main():
         f = floor_ms(name, copy_gbps)
         fl = f"{f / t:.2f}" if f else "-"
         print(f"{name:34s} {t:9.3f}{unit[:2]:>2s} {th[name]:9.3f}{unit[:2]:>2s} {th[name] / t:14.2f} {fl:>12s}")
+        if name + "|flash" in th:
+            tf = th[name + "|flash"]
+            print(f"{'  (PyTorch flash backend)':34s} {'':11s} {tf:9.3f}ms {tf / t:14.2f}")
     return 0
 
 

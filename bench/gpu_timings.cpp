@@ -160,6 +160,47 @@ int main(int argc, char** argv) {
     report("norm_rope_cache_bf16_1x32x16384x128", 20,
            [&] { return nx::fast::norm_rope(q, w, 1e-6f, rotation, 0, cache); });
   }
+  if (want("attention")) {
+    // Decode: one query per sequence over a long and a short context, 32 query heads on 8
+    // key heads (GQA), D 128, bf16; the same through the paged cache with blocks of 16; and
+    // prefill B 4, H 32, L 4096, D 128, causal and not, forward and forward plus backward.
+    for (int lk : {8192, 512}) {
+      nx::array q = rand_gpu({32, 32, 1, 128}, nx::bfloat16);
+      nx::array k = rand_gpu({32, 8, lk, 128}, nx::bfloat16);
+      nx::array v = rand_gpu({32, 8, lk, 128}, nx::bfloat16);
+      std::string label = "sdpa_decode_bf16_b32_hq32_hkv8_lk" + std::to_string(lk) + "_d128";
+      report(label.c_str(), 20, [&] { return nx::fast::scaled_dot_product_attention(q, k, v, 0.088f); });
+    }
+    {
+      const int b = 32, hkv = 8, ctx = 8192, bs = 16, per_seq = ctx / bs;
+      nx::array q = rand_gpu({b, 32, 1, 128}, nx::bfloat16);
+      nx::array kc = rand_gpu({b * per_seq, hkv, bs, 128}, nx::bfloat16);
+      nx::array vc = rand_gpu({b * per_seq, hkv, bs, 128}, nx::bfloat16);
+      // Each sequence's blocks in a random order over the pool (as an allocator leaves them).
+      nx::array tables = nx::reshape(
+          nx::astype(nx::random::permutation(b * per_seq), nx::int32), {b, per_seq});
+      nx::array lengths = nx::full({b}, ctx, nx::int32);
+      nx::eval({tables, lengths});
+      report("paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128", 20,
+             [&] { return nx::fast::paged_attention(q, kc, vc, tables, lengths, 0.088f); });
+    }
+    {
+      nx::array q = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
+      nx::array k = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
+      nx::array v = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
+      nx::array g = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
+      for (bool causal : {false, true}) {
+        const std::string mode = causal ? "causal" : "";
+        const std::string tag = causal ? "_causal" : "";
+        auto f = [&](const std::vector<nx::array>& in) {
+          return nx::fast::scaled_dot_product_attention(in[0], in[1], in[2], 0.088f, mode);
+        };
+        report(("sdpa_prefill_bf16_b4_h32_l4096_d128" + tag).c_str(), 10, [&] { return f({q, k, v}); }, 3);
+        report_all(("sdpa_prefill_fwd_bwd_bf16_b4_h32_l4096_d128" + tag).c_str(), 10,
+                   [&] { return forward_backward(f, {q, k, v}, g); }, 3);
+      }
+    }
+  }
   if (want("matmul")) {
     for (int n : {4096, 8192}) {
       for (auto [dt, name] : {std::pair{nx::bfloat16, "bf16"}, std::pair{nx::float16, "f16"},

@@ -7,7 +7,9 @@
 // backward kernels for the norms.
 #pragma once
 
+#include <cstddef>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "nuvec/array.h"
@@ -127,5 +129,123 @@ array norm_rope(
 /// the logits, g · (softmax − onehot), is the one-pass CrossEntropyVjp kernel; there is none
 /// for the targets. nuvec's own (shared/seeds/001); nn::losses::cross_entropy uses it.
 array cross_entropy(const array& logits, const array& targets, StreamOrDevice s = {});
+
+/// Options of nuvec's scaled_dot_product_attention overload (MLX's arguments plus nuvec's):
+///  - mask_mode: "" (no mask, or `mask` when given), "causal" (query i sees keys
+///    j <= i + Lk − Lq: the queries are the last Lq positions) or "array" (`mask`);
+///  - mask: bool (true attends) or additive (a dtype promoting to the attention's),
+///    broadcastable to [B, Hq, Lq, Lk];
+///  - sinks: [Hq], one extra logit per query head in each row's softmax that takes
+///    probability mass but adds no value (gpt-oss's attention sinks);
+///  - window: with "causal", each query sees only its `window` most recent keys
+///    (sliding-window attention, Mistral/Gemma); at least 1;
+///  - max_score_bytes: a cap on the memory the composed route's score matrices take (it
+///    holds about four score-sized arrays at once: scores, masked scores, a float32 copy,
+///    probabilities); above it the route runs in blocks of query rows (default
+///    kDefaultMaxScoreBytes). The fused routes never materialise scores.
+struct AttentionOptions {
+  std::string mask_mode;
+  std::optional<array> mask;
+  std::optional<array> sinks;
+  std::optional<int> window;
+  std::optional<size_t> max_score_bytes;
+};
+
+/// The score-matrix cap of the composed route when AttentionOptions::max_score_bytes is not
+/// given: 512 MiB.
+inline constexpr size_t kDefaultMaxScoreBytes = size_t(512) << 20;
+
+/// How attention runs (plan_attention):
+///  - Vector: the CUDA decode kernels (Lq <= 8): `passes` 1, or 2 with the keys split into
+///    `key_blocks` blocks when batch × heads cannot fill the GPU;
+///  - Tiled: the fused kernel for longer queries: on the GPU the tensor-core flash-attention
+///    kernel, on the CPU the online-softmax loop over key blocks (which serves every Lq);
+///  - Composed: the fallback graph of ordinary ops, in blocks of `query_rows` query rows
+///    when the whole score matrix would exceed the cap.
+enum class AttentionRoute { Vector, Tiled, Composed };
+
+/// The plan of one attention call.
+struct AttentionPlan {
+  AttentionRoute route = AttentionRoute::Composed;
+  int passes = 0;     ///< Vector: 1 or 2.
+  int key_blocks = 1; ///< Vector with 2 passes: key blocks of the first pass.
+  int query_rows = 0; ///< Composed: query rows per block (Lq when not split).
+  size_t scratch_bytes = 0;          ///< Device or host scratch the kernels allocate.
+  size_t max_intermediate_bytes = 0; ///< The largest array the route materialises.
+  bool capped = false;               ///< Whether max_score_bytes changed the plan.
+};
+
+/// Scaled dot-product attention (Vaswani et al. 2017) with grouped-query heads:
+///   out = softmax(scale · q kᵀ + mask) v,
+/// q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] → [B, Hq, Lq, Dv]; Hq a multiple
+/// of Hkv (query head h uses key head h / (Hq / Hkv)); the softmax in float32. mask_mode ""
+/// (mask_arr used when given), "causal" (aligned at the end: query i sees keys
+/// j <= i + Lk − Lq) or "array"; mask_arr bool (true attends; a row with nothing visible
+/// attends uniformly, as MLX's fallback) or additive, broadcastable to [B, Hq, Lq, Lk]; sinks
+/// [Hq] one logit per head in the softmax without a value. Dtype: the promotion of q, k and
+/// v (real floating). Throws std::invalid_argument naming scaled_dot_product_attention for
+/// inputs not 4-D, mismatched batch, D or key/value heads, Hq not a multiple of Hkv, an
+/// unknown mask_mode, a mask with "causal", "array" without a mask, a mask that does not
+/// broadcast or promote, sinks not [Hq]. force_fused: run a fused kernel even where the plan
+/// would compose (throws std::invalid_argument where none covers the call). Runs the
+/// plan_attention route. Gradients for q, k, v and sinks (a CUDA backward kernel from the
+/// saved log-sum-exp; the composed graph's elsewhere) and for an additive mask (the composed
+/// graph's, on every route). Source: MLX's fast::scaled_dot_product_attention.
+array scaled_dot_product_attention(
+    const array& queries,
+    const array& keys,
+    const array& values,
+    float scale,
+    const std::string& mask_mode = "",
+    std::optional<array> mask_arr = {},
+    const std::optional<array>& sinks = {},
+    bool force_fused = false,
+    StreamOrDevice s = {});
+
+/// scaled_dot_product_attention with nuvec's options (sliding window, score cap).
+array scaled_dot_product_attention(
+    const array& queries,
+    const array& keys,
+    const array& values,
+    float scale,
+    const AttentionOptions& options,
+    StreamOrDevice s = {});
+
+/// The route scaled_dot_product_attention takes for these shapes, dtype and options on the
+/// stream's device, validated as the op validates them (same exceptions). nuvec's own.
+AttentionPlan plan_attention(
+    const Shape& q,
+    const Shape& k,
+    const Shape& v,
+    Dtype dtype,
+    const AttentionOptions& options,
+    StreamOrDevice s = {});
+
+/// Attention of new queries over a paged KV cache (vLLM's PagedAttention, Kwon et al. 2023):
+/// q [B, Hq, L, D]; k_cache, v_cache [blocks, Hkv, block_size, D]; block_tables
+/// [B, max_blocks] and lengths [B] integers. Sequence b's cache position p lives in block
+/// block_tables[b, p / block_size] (ids clamped to [0, blocks)) at slot p % block_size;
+/// query l of sequence b sees positions p < lengths[b] − L + 1 + l (lengths clamped to
+/// [0, max_blocks · block_size]). Output [B, Hq, L, D] in q's dtype. Throws
+/// std::invalid_argument naming paged_attention for shapes that do not fit, Hq not a
+/// multiple of Hkv, non-integer tables or lengths, tables or lengths of another batch, or
+/// empty caches. CUDA kernels for D 64/128/256 and power-of-two block sizes; elsewhere the
+/// fallback (the listed blocks gathered, then masked attention). nuvec's own (seed 001).
+array paged_attention(
+    const array& q,
+    const array& k_cache,
+    const array& v_cache,
+    const array& block_tables,
+    const array& lengths,
+    float scale,
+    StreamOrDevice s = {});
+
+/// The paged cache with rows written: cache [blocks, Hkv, block_size, D], values [N, Hkv, D]
+/// (cast to the cache's dtype), slots [N] integers (block · block_size + offset); returns the
+/// updated cache (out[s / block_size, :, s % block_size] = values[n] for s = slots[n]; a slot
+/// out of range writes nothing). Throws std::invalid_argument naming paged_write for shapes
+/// that do not fit or non-integer slots. One scatter kernel after a copy of the cache (CPU
+/// and CUDA). nuvec's own (seed 001).
+array paged_write(const array& cache, const array& values, const array& slots, StreamOrDevice s = {});
 
 } // namespace nuvec::fast

@@ -14,6 +14,7 @@
 #include "primitives/primitives.h"
 #include "primitives/random.h"
 #include "primitives/scan.h"
+#include "fast/attention.h"
 #include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
 #include "fast/norm_rope.h"
@@ -141,6 +142,11 @@ const std::vector<Row>& rows() {
       row<Rope>("Rope", R::SameRank),
       // the cache window (offset, rows) is fixed by the traced shapes
       row<NormRope>("NormRope", R::Pinned),
+      // attention: the plan (passes, key blocks) was made for the traced shapes
+      row<ScaledDotProductAttention>("ScaledDotProductAttention", R::Pinned),
+      row<ScaledDotProductAttentionVjp>("ScaledDotProductAttentionVjp", R::Pinned),
+      row<PagedAttention>("PagedAttention", R::Pinned),
+      row<PagedWrite>("PagedWrite", R::Pinned),
       // indexing
       row<GatherAxis>("GatherAxis", R::Pinned),
       row<ScatterAxis>("ScatterAxis", R::Pinned),

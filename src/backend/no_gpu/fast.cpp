@@ -1,6 +1,7 @@
 // nuvec: eval_gpu of the fused primitives (Softmax, LogSumExp and their backwards, the norms,
-// cross_entropy, Rope, NormRope) in a CPU-only build (see no_gpu.h).
+// cross_entropy, Rope, NormRope, the attention primitives) in a CPU-only build (see no_gpu.h).
 #include "backend/no_gpu/no_gpu.h"
+#include "fast/attention.h"
 #include "fast/cross_entropy.h"
 #include "fast/logsumexp.h"
 #include "fast/norm_rope.h"
@@ -23,5 +24,9 @@ NUVEC_NO_GPU(CrossEntropy)
 NUVEC_NO_GPU(CrossEntropyVjp)
 NUVEC_NO_GPU(Rope)
 NUVEC_NO_GPU(NormRope)
+NUVEC_NO_GPU(ScaledDotProductAttention)
+NUVEC_NO_GPU(ScaledDotProductAttentionVjp)
+NUVEC_NO_GPU(PagedAttention)
+NUVEC_NO_GPU(PagedWrite)
 
 } // namespace nuvec
