@@ -426,8 +426,32 @@ TEST(FastAttentionVector, DecodeTimingsReport) {
   // No assertion: times of the benchmark's decode shape (B 32, Hq 32, Hkv 8, D 128, bf16) at
   // Lk 8192 and 512 for one pass and several two-pass splits, for tuning vector_schedule
   // (the first line is the schedule it picks on this GPU). Bytes: K and V read
-  // once; ten nodes evaluated together, so the host overlaps the kernels.
+  // once; twenty nodes evaluated together, so the host overlaps the kernels; a tiny call first
+  // gives the host's cost of a node, the floor of these times.
   const Device g(Device::gpu);
+  // The host's cost of one node (a launch-sized call): the floor of the times below.
+  {
+    array q = random::normal({1, 4, 1, 128}, bfloat16, std::nullopt, std::nullopt, std::nullopt, g);
+    array k = random::normal({1, 1, 16, 128}, bfloat16, std::nullopt, std::nullopt, std::nullopt, g);
+    eval({q, k});
+    fast::AttentionParams p;
+    p.scale = 0.1f;
+    auto node = [&] {
+      return array::make_arrays(
+          {{1, 4, 1, 128}, {1, 4, 1}}, {bfloat16, float32},
+          std::make_shared<ScaledDotProductAttention>(default_stream(g), p), {q, k, k})[0];
+    };
+    eval(node());
+    constexpr int kIters = 20;
+    std::vector<array> ys;
+    for (int i = 0; i < kIters; ++i) ys.push_back(node());
+    const auto t0 = std::chrono::steady_clock::now();
+    eval(ys);
+    const auto t1 = std::chrono::steady_clock::now();
+    std::printf(
+        "[attention_vector bf16 B1 Hq4 Hkv1 D128 Lk 16] passes 1: %.1f us (the per-node floor)\n",
+        std::chrono::duration<double, std::micro>(t1 - t0).count() / kIters);
+  }
   for (int lk : {8192, 512}) {
     const int b = 32, hq = 32, hkv = 8, d = 128;
     array q = random::normal({b, hq, 1, d}, bfloat16, std::nullopt, std::nullopt, std::nullopt, g);
@@ -456,7 +480,7 @@ TEST(FastAttentionVector, DecodeTimingsReport) {
             std::make_shared<ScaledDotProductAttention>(default_stream(g), p), {q, k, v})[0];
       };
       eval(node()); // warm-up
-      constexpr int kIters = 10;
+      constexpr int kIters = 20;
       std::vector<array> ys;
       for (int i = 0; i < kIters; ++i) ys.push_back(node());
       const auto t0 = std::chrono::steady_clock::now();

@@ -4,30 +4,41 @@
 // no key: src/backend/common/attention.h.
 //
 // Decode is a stream over K and V (B·Hkv·Lk·(D + Dv) elements) with little arithmetic per
-// element, so the design is about reading K and V once, with 16-byte loads, with enough of
-// them in flight:
+// element, so the design is about reading K and V once, with 16-byte copies, with enough of
+// them in flight, and with few instructions per byte (a bf16 B32 Hq32 Hkv8 D128 Lk 8192 call
+// reads 1.07 GB; at the H200's ~4 TB/s each multiprocessor must take a key every ~30 cycles).
 //  - A block owns one (batch row, key head) and a contiguous range of its keys (all of them in
 //    one pass; a key block of the split in two passes). It holds every query row that key head
 //    serves: R = (Hq / Hkv) · Lq rows, so each K and V row crosses HBM once however many
 //    query heads share it (grouped / multi-query attention).
-//  - The rows go in chunks of kRows to warps: with few chunks, several warps share a chunk and
-//    split its keys (interleaved steps); with more chunks than warps each warp takes whole
-//    chunks (warps of one block then read the same K/V rows at nearly the same time, which L1
-//    serves) and rounds of kWarps chunks follow each other.
-//  - Within a warp, L lanes own one key (a "key group"; 32 / L keys per warp at once): lane
-//    `sl` of a group handles 16-byte vectors sl, sl + L, ... of the K row and of the V row,
-//    the matching slice of every query row of the chunk (float32, pre-scaled by scale ·
-//    log2 e, kept in shared memory and read where used) and that slice of every row's output
-//    accumulator (registers). Each lane streams its own vectors through a private queue in
-//    shared memory: cp.async copies kStages − 1 steps ahead (16 bytes each, no registers held
-//    while in flight; 12 vectors a lane, 96 KB an SM), so the registers hold only the
-//    accumulators and one step's scores. A step reduces the per-lane partial dot products
-//    over the group by shuffles and updates the group's own online-softmax state
-//    (device/online_softmax.cuh, base 2) and accumulators.
-//  - At the end the key groups of a warp merge by shuffles, the warps of a chunk through
-//    shared memory, then one pass writes out [B, Hq, Lq, Dv] and lse [B, Hq, Lq] (sinks
-//    enter here), or pass 1 of two writes (max, sum, unnormalised output) per query row and
-//    key block to scratch and a combine kernel merges the key blocks (sinks enter there, once).
+//  - The rows go in chunks to warps: with few chunks, several warps share a chunk and split
+//    its keys (interleaved steps); with more chunks than warps each warp takes whole chunks
+//    and rounds of chunks follow each other.
+//  - Each warp streams its own steps of K and V rows through a private queue in shared memory
+//    (cp.async a few steps ahead: no registers held while the copies fly, no block barriers
+//    in the key loop) and keeps its own online-softmax state (device/online_softmax.cuh, base
+//    2: log2 e is folded into the scale, so a weight is one exp2) and output accumulators.
+//  - float16 / bfloat16 (the tensor-core kernel, FlashInfer's "tensor cores for decode"):
+//    a warp step is 16 keys. The rows are the mma's N side (8 a tile: one query head group of
+//    GQA 4-8 in decode), the keys its M side: Sᵀ = K Qᵀ (K by ldmatrix from the queue, Q as
+//    register fragments loaded once), the weights Pᵀ = exp2(Sᵀ · scale · log2 e − m) in the
+//    accumulator layout move into the B-fragment layout with one movmatrix.trans per 8 keys,
+//    and Oᵀ += Vᵀ Pᵀ (V by ldmatrix.trans). With D = Dv = 128 a key costs a warp about one
+//    mma, one ldmatrix and one cp.async (~7 instructions in all; the CUDA-core loop below
+//    took ~84, and ran at half the bandwidth on the H200); the queue's rows are swizzled
+//    (16-byte chunk c of row r at c ^ (r mod 8)) so that ldmatrix's 8 row reads hit distinct
+//    banks. Scores are float32 (q and k exact in the mma, float32 sums); P is rounded to the
+//    dtype for Vᵀ Pᵀ, as the tiled kernel does.
+//  - float32 (the CUDA-core kernel; tf32 would miss float32's accuracy): L lanes own one key
+//    (a "key group"; 32 / L keys per warp at once): lane `sl` of a group handles 16-byte
+//    vectors sl, sl + L, ... of the K row and of the V row, the matching slice of every query
+//    row of the chunk (float32, pre-scaled by scale · log2 e, kept in shared memory and read
+//    where used) and that slice of every row's output accumulator (registers). A step reduces
+//    the per-lane partial dot products over the group by shuffles.
+//  - At the end the warps of a chunk merge through shared memory, then one pass writes out
+//    [B, Hq, Lq, Dv] and lse [B, Hq, Lq] (sinks enter here), or pass 1 of two writes (max,
+//    sum, unnormalised output) per query row and key block to scratch and a combine kernel
+//    merges the key blocks (sinks enter there, once).
 // Hidden keys (causal, window, a false bool mask) weigh 0. A row that sees no key follows the
 // rule: with sinks out 0 and lse = sink; without, out = the mean of V over all Lk keys and
 // lse = lowest(dtype) + log Lk. A row "sees no key" when its merged state is still (−inf, 0):
@@ -54,22 +65,15 @@ namespace nuvec::cu {
 
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * kWarpSize;
-// Query rows a warp carries at once (their accumulators live in registers).
-constexpr int kRows = 4;
-// Steps of a warp's shared-memory queue: kStages - 1 steps of K and V in flight while one is
-// computed on.
-constexpr int kStages = 4;
 // Warps of the combine kernel (one query row each).
 constexpr int kCombineWarps = 4;
 constexpr float kLog2e = 1.4426950408889634f;
-// The weights' exp2 in the key loop: one ex2.approx.ftz (mma.cuh), about 2^-22 relative;
+constexpr float kLn2 = 0.6931471805599453f;
+// The weights' exp2 in the key loops: one ex2.approx.ftz (mma.cuh), about 2^-22 relative;
 // flushing weights below 2^-126 to 0 changes nothing next to the max's weight of 1.
 struct Exp2Approx {
   __device__ __forceinline__ float operator()(float x) const { return exp2_approx(x); }
 };
-constexpr float kLn2 = 0.6931471805599453f;
 
 // The dtype's lowest finite value: the fallback's hidden score (the no-visible-key rule's lse).
 template <typename T>
@@ -78,42 +82,6 @@ constexpr float lowest_of() {
   else if constexpr (std::is_same_v<T, __nv_bfloat16>) return -3.38953139e38f;
   else return -FLT_MAX;
 }
-
-// The per-lane layout of one kernel instance. W elements per 16-byte vector; a key group of
-// L lanes holds a K row in NVK vectors per lane and a V row in NVV (vector k of a row on lane
-// k % L, in slot k / L; slots past the row's D / W vectors stay zero). U keys per group and
-// step: 2 / max(NVK, NVV), so that a step moves 3 or 4 vectors (48 or 64 bytes) per lane;
-// the queue, not U, keeps loads in flight, and a small step keeps the scores in registers.
-template <typename T, int L_, int NVK_, int NVV_>
-struct Layout {
-  static constexpr int W = kVec<T>;
-  static constexpr int L = L_;
-  static constexpr int NVK = NVK_;
-  static constexpr int NVV = NVV_;
-  static constexpr int EK = NVK * W; // q / k elements per lane
-  static constexpr int EV = NVV * W; // v / output elements per lane
-  static constexpr int KG = kWarpSize / L; // key groups per warp
-  static constexpr int U = 2 / (NVK > NVV ? NVK : NVV);
-  static constexpr int KPW = KG * U; // keys per warp step
-  static constexpr int DVMAX = NVV * L * W;
-  // One step's vectors of a warp in its shared-memory queue: [u][K vectors, V vectors][lane].
-  static constexpr int kStepVectors = U * (NVK + NVV);
-  static constexpr int kStageBytes = kStepVectors * kWarpSize * 16;
-  // A warp's queue; after its keys, the same bytes hold its merged state (MergeArea).
-  static constexpr int kWarpBytes = kStages * kStageBytes;
-  // A warp's query slices, float32 [row][4-element group][lane of the key group].
-  static constexpr int kQBytes = kRows * EK * L * 4;
-  static constexpr int kSmemBytes = kWarps * (kWarpBytes + kQBytes);
-  static_assert(L == 8 || L == 16 || L == 32, "a key group is 8, 16 or 32 lanes");
-};
-
-// A warp's merged state, written over its queue once its keys are done.
-template <int DVMAX>
-struct MergeArea {
-  float o[kRows][DVMAX];
-  float m[kRows];
-  float l[kRows];
-};
 
 // Everything a launch needs (passed by value; ~300 bytes of kernel parameters).
 struct VectorArgs {
@@ -126,7 +94,7 @@ struct VectorArgs {
   float* part_o = nullptr;
   int key_blocks = 1;
   int rows = 0;     // query rows per key head: (Hq / Hkv) · Lq
-  int chunks = 0;   // ceil(rows / kRows)
+  int chunks = 0;   // ceil(rows / the kernel's chunk rows)
   bool vec_k = false; // k's base and strides allow 16-byte copies
   bool vec_v = false;
   bool additive = false; // an additive mask applies: the no-visible-key rule never does
@@ -161,6 +129,180 @@ enum RowKind : int { kRowNormal = 0, kRowMean = 1, kRowZero = 2 };
 // range of the row's query; a bool mask; an additive mask. The fallback ignores an array mask
 // under causal, so the two never combine.
 enum class Keys { kAll, kCausal, kBoolMask, kAddMask };
+
+// A warp's merged state (ROWS query rows of its chunk), written over its queue once its keys
+// are done.
+template <int ROWS, int DVMAX>
+struct MergeArea {
+  float o[ROWS][DVMAX];
+  float m[ROWS];
+  float l[ROWS];
+};
+
+// The block's keys: all Lk, or under causal the union of the rows' ranges (contiguous: the
+// ranges move right by one key per query), cut into key_blocks equal parts; block kb takes
+// part kb (maybe empty).
+__device__ __forceinline__ void block_keys(const VectorArgs& a, int kb, int& kstart, int& kend) {
+  const attention::Geometry& g = a.g;
+  int64_t lo = 0, hi = g.lk;
+  if (g.causal) {
+    int64_t f, e;
+    g.key_range(0, lo, e);
+    g.key_range(g.lq - 1, f, hi);
+    if (hi < lo) hi = lo;
+  }
+  const int64_t per = (hi - lo + a.key_blocks - 1) / a.key_blocks;
+  kstart = static_cast<int>(std::min(lo + kb * per, hi));
+  kend = static_cast<int>(std::min(lo + (kb + 1) * per, hi));
+}
+
+// The body of both kernels and both modes: one pass (part_ml null) writes out and lse; pass 1
+// of two writes the key block's partial state. Block x = ((b · Hkv) + h) · key_blocks + kb.
+// WARPS warps take chunks of ROWS query rows (several warps a chunk when the chunks are few);
+// `pass(queue, r0, nrows, b, h, kstart, kend, split, splits)` runs one warp over its share of
+// the keys and leaves its MergeArea<ROWS, DVMAX> at `queue` (its WARP_BYTES of `smem`).
+template <typename T, int WARPS, int ROWS, int DVMAX, int WARP_BYTES, typename Pass>
+__device__ __forceinline__ void run_block(const VectorArgs& a, char* smem, Pass&& pass) {
+  static_assert(sizeof(MergeArea<ROWS, DVMAX>) <= WARP_BYTES, "a warp's merged state fits in its queue");
+  constexpr int kThreads = WARPS * kWarpSize;
+  const attention::Geometry& g = a.g;
+  __shared__ int kind[WARPS * ROWS];
+  const auto area = [&](int w) -> MergeArea<ROWS, DVMAX>& {
+    return *reinterpret_cast<MergeArea<ROWS, DVMAX>*>(smem + w * WARP_BYTES);
+  };
+  const int kb = static_cast<int>(blockIdx.x % unsigned(a.key_blocks));
+  const int64_t bh = blockIdx.x / unsigned(a.key_blocks);
+  const int64_t h = bh % g.hkv;
+  const int64_t b = bh / g.hkv;
+  const bool one_pass = a.part_ml == nullptr;
+  int kstart, kend;
+  block_keys(a, kb, kstart, kend);
+
+  const int warp = threadIdx.x / kWarpSize;
+  const bool few = a.chunks <= WARPS;
+  const int splits = few ? WARPS / a.chunks : 1; // warps per chunk
+  const int rounds = few ? 1 : (a.chunks + WARPS - 1) / WARPS;
+  const int dv = static_cast<int>(g.dv);
+  for (int round = 0; round < rounds; ++round) {
+    const int chunk0 = round * WARPS;
+    const int nc = a.chunks - chunk0 < WARPS ? a.chunks - chunk0 : WARPS; // chunks this round
+    const int cl = warp / splits;                                        // this warp's chunk
+    if (cl < nc) {
+      const int r0 = (chunk0 + cl) * ROWS;
+      const int nrows = a.rows - r0 < ROWS ? a.rows - r0 : ROWS;
+      pass(smem + warp * WARP_BYTES, r0, nrows, b, h, kstart, kend, warp % splits, splits);
+    }
+    __syncthreads();
+
+    // Rows: merge the chunk's warps (cl · splits + [0, splits)), add the sink (one pass),
+    // decide the row's kind, write lse or the partial (max, sum), and leave each warp's
+    // factor in place of its max.
+    for (int t = threadIdx.x; t < nc * ROWS; t += kThreads) {
+      const int c = t / ROWS, rr = t % ROWS;
+      const int r = (chunk0 + c) * ROWS + rr;
+      if (r >= a.rows) continue;
+      const int64_t row = out_row(g, b, h, r);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int k = 0; k < splits; ++k) mx = fmaxf(mx, area(c * splits + k).m[rr]);
+      const float base = exp2_base(mx);
+      float sum = 0.0f;
+      for (int k = 0; k < splits; ++k) {
+        auto& w = area(c * splits + k);
+        const float f = exp2f(w.m[rr] - base);
+        sum += w.l[rr] * f;
+        w.m[rr] = f;
+      }
+      int rk = kRowNormal;
+      if (one_pass) {
+        const bool none = !a.additive && mx == -std::numeric_limits<float>::infinity() && sum == 0.0f;
+        const int64_t hq = h * g.group() + r / g.lq;
+        float lse;
+        float scale = 1.0f;
+        if (none) {
+          rk = g.has_sinks ? kRowZero : kRowMean;
+          lse = g.has_sinks ? to_acc(static_cast<const T*>(a.buf.sinks)[hq])
+                            : lowest_of<T>() + logf(static_cast<float>(g.lk));
+        } else {
+          if (g.has_sinks) {
+            const float sink = to_acc(static_cast<const T*>(a.buf.sinks)[hq]) * kLog2e;
+            scale = online_merge_exp2(mx, sum, sink, 1.0f).x;
+          }
+          lse = (mx + log2f(sum)) * kLn2;
+          scale /= sum;
+        }
+        a.buf.lse[row] = lse;
+        for (int k = 0; k < splits; ++k) area(c * splits + k).m[rr] *= scale;
+      } else {
+        a.part_ml[row * a.key_blocks + kb] = make_float2(mx, sum);
+      }
+      kind[c * ROWS + rr] = rk;
+    }
+    __syncthreads();
+
+    // Elements: the factor-weighted sum of the chunk's warps' accumulators.
+    for (int t = threadIdx.x; t < nc * ROWS * dv; t += kThreads) {
+      const int c = t / (ROWS * dv);
+      const int rr = (t / dv) % ROWS;
+      const int d = t % dv;
+      const int r = (chunk0 + c) * ROWS + rr;
+      if (r >= a.rows) continue;
+      const int64_t row = out_row(g, b, h, r);
+      const int rk = kind[c * ROWS + rr];
+      float val = 0.0f;
+      if (rk == kRowNormal) {
+        for (int k = 0; k < splits; ++k) {
+          const auto& w = area(c * splits + k);
+          val += w.o[rr][d] * w.m[rr];
+        }
+      } else if (rk == kRowMean) {
+        const T* vcol = static_cast<const T*>(a.buf.v) + b * g.v_stride[0] + h * g.v_stride[1] + d;
+        val = mean_over_keys(vcol, g.v_stride[2], g.lk);
+      }
+      if (one_pass) static_cast<T*>(a.buf.out)[row * dv + d] = store_as<T>(val);
+      else a.part_o[(row * a.key_blocks + kb) * dv + d] = val;
+    }
+    __syncthreads(); // the next round reuses the shared memory
+  }
+}
+
+// ---- float32: the CUDA-core kernel ----------------------------------------------------------
+namespace simt {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarpSize;
+// Query rows a warp carries at once (their accumulators live in registers).
+constexpr int kRows = 4;
+// Steps of a warp's shared-memory queue: kStages - 1 steps of K and V in flight while one is
+// computed on.
+constexpr int kStages = 4;
+
+// The per-lane layout of one kernel instance. W elements per 16-byte vector; a key group of
+// L lanes holds a K row in NVK vectors per lane and a V row in NVV (vector k of a row on lane
+// k % L, in slot k / L; slots past the row's D / W vectors stay zero). U keys per group and
+// step: 2 / max(NVK, NVV), so that a step moves 3 or 4 vectors (48 or 64 bytes) per lane;
+// the queue, not U, keeps loads in flight, and a small step keeps the scores in registers.
+template <typename T, int L_, int NVK_, int NVV_>
+struct Layout {
+  static constexpr int W = kVec<T>;
+  static constexpr int L = L_;
+  static constexpr int NVK = NVK_;
+  static constexpr int NVV = NVV_;
+  static constexpr int EK = NVK * W; // q / k elements per lane
+  static constexpr int EV = NVV * W; // v / output elements per lane
+  static constexpr int KG = kWarpSize / L; // key groups per warp
+  static constexpr int U = 2 / (NVK > NVV ? NVK : NVV);
+  static constexpr int KPW = KG * U; // keys per warp step
+  static constexpr int DVMAX = NVV * L * W;
+  // One step's vectors of a warp in its shared-memory queue: [u][K vectors, V vectors][lane].
+  static constexpr int kStepVectors = U * (NVK + NVV);
+  static constexpr int kStageBytes = kStepVectors * kWarpSize * 16;
+  // A warp's queue; after its keys, the same bytes hold its merged state (MergeArea).
+  static constexpr int kWarpBytes = kStages * kStageBytes;
+  // A warp's query slices, float32 [row][4-element group][lane of the key group].
+  static constexpr int kQBytes = kRows * EK * L * 4;
+  static constexpr int kSmemBytes = kWarps * (kWarpBytes + kQBytes);
+  static_assert(L == 8 || L == 16 || L == 32, "a key group is 8, 16 or 32 lanes");
+};
 
 // Elements 2p and 2p + 1 of a packed vector as floats, read from its 32-bit words (a half
 // pair converts with one instruction; extracting halves one by one first moved each into its
@@ -462,7 +604,7 @@ __device__ __forceinline__ void warp_pass(
       }
     }
   }
-  auto& out = *reinterpret_cast<MergeArea<S::DVMAX>*>(queue);
+  auto& out = *reinterpret_cast<MergeArea<kRows, S::DVMAX>*>(queue);
   if (kg == 0) {
 #pragma unroll
     for (int rr = 0; rr < kRows; ++rr) {
@@ -484,127 +626,348 @@ __device__ __forceinline__ void warp_pass(
   }
 }
 
-// The block kernel of both modes: one pass (part_ml null) writes out and lse; pass 1 of two
-// writes the key block's partial state. Block x = ((b · Hkv) + h) · key_blocks + kb. Dynamic
-// shared memory: S::kSmemBytes (the warps' queues, then their merged states).
+// The float32 kernel (run_block with warp_pass). Dynamic shared memory: S::kSmemBytes (the
+// warps' queues, then their merged states, and their query slices).
 template <typename T, typename S, Keys K>
 __global__ void __launch_bounds__(kThreads, 2) attention_vector_kernel(const VectorArgs a) {
-  static_assert(sizeof(MergeArea<S::DVMAX>) <= S::kWarpBytes, "a warp's merged state fits in its queue");
-  const attention::Geometry& g = a.g;
   extern __shared__ __align__(16) char smem[];
   __shared__ int64_t mask_off[kWarps][kRows];
-  __shared__ int kind[kWarps * kRows];
-  const auto area = [&](int w) -> MergeArea<S::DVMAX>& {
-    return *reinterpret_cast<MergeArea<S::DVMAX>*>(smem + w * S::kWarpBytes);
-  };
-  const int kb = static_cast<int>(blockIdx.x % unsigned(a.key_blocks));
-  const int64_t bh = blockIdx.x / unsigned(a.key_blocks);
-  const int64_t h = bh % g.hkv;
-  const int64_t b = bh / g.hkv;
-  const bool one_pass = a.part_ml == nullptr;
-
-  // The keys any row of this key head sees: all Lk, or under causal the union of the rows'
-  // ranges (contiguous: the ranges move right by one key per query), cut into key_blocks
-  // equal parts; this block takes part kb (maybe empty).
-  int64_t lo = 0, hi = g.lk;
-  if (g.causal) {
-    int64_t f, e;
-    g.key_range(0, lo, e);
-    g.key_range(g.lq - 1, f, hi);
-    if (hi < lo) hi = lo;
-  }
-  const int64_t per = (hi - lo + a.key_blocks - 1) / a.key_blocks;
-  const int kstart = static_cast<int>(std::min(lo + kb * per, hi));
-  const int kend = static_cast<int>(std::min(lo + (kb + 1) * per, hi));
-
   const int warp = threadIdx.x / kWarpSize;
-  const bool few = a.chunks <= kWarps;
-  const int splits = few ? kWarps / a.chunks : 1; // warps per chunk
-  const int rounds = few ? 1 : (a.chunks + kWarps - 1) / kWarps;
-  const int dv = static_cast<int>(g.dv);
-  for (int round = 0; round < rounds; ++round) {
-    const int chunk0 = round * kWarps;
-    const int nc = a.chunks - chunk0 < kWarps ? a.chunks - chunk0 : kWarps; // chunks this round
-    const int cl = warp / splits;                                          // this warp's chunk
-    if (cl < nc) {
-      const int r0 = (chunk0 + cl) * kRows;
-      const int nrows = a.rows - r0 < kRows ? a.rows - r0 : kRows;
-      warp_pass<T, S, K>(a, smem + warp * S::kWarpBytes,
-                         reinterpret_cast<float*>(smem + kWarps * S::kWarpBytes + warp * S::kQBytes), mask_off[warp], b,
-                         h, r0, nrows, kstart, kend, warp % splits, splits);
-    }
-    __syncthreads();
+  run_block<T, kWarps, kRows, S::DVMAX, S::kWarpBytes>(
+      a, smem, [&](char* queue, int r0, int nrows, int64_t b, int64_t h, int kstart, int kend, int split, int splits) {
+        warp_pass<T, S, K>(a, queue, reinterpret_cast<float*>(smem + kWarps * S::kWarpBytes + warp * S::kQBytes),
+                           mask_off[warp], b, h, r0, nrows, kstart, kend, split, splits);
+      });
+}
 
-    // Rows: merge the chunk's warps (cl · splits + [0, splits)), add the sink (one pass),
-    // decide the row's kind, write lse or the partial (max, sum), and leave each warp's
-    // factor in place of its max.
-    for (int t = threadIdx.x; t < nc * kRows; t += kThreads) {
-      const int c = t / kRows, rr = t % kRows;
-      const int r = (chunk0 + c) * kRows + rr;
-      if (r >= a.rows) continue;
-      const int64_t row = out_row(g, b, h, r);
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int k = 0; k < splits; ++k) mx = fmaxf(mx, area(c * splits + k).m[rr]);
-      const float base = exp2_base(mx);
-      float sum = 0.0f;
-      for (int k = 0; k < splits; ++k) {
-        auto& w = area(c * splits + k);
-        const float f = exp2f(w.m[rr] - base);
-        sum += w.l[rr] * f;
-        w.m[rr] = f;
-      }
-      int rk = kRowNormal;
-      if (one_pass) {
-        const bool none = !a.additive && mx == -std::numeric_limits<float>::infinity() && sum == 0.0f;
-        const int64_t hq = h * g.group() + r / g.lq;
-        float lse;
-        float scale = 1.0f;
-        if (none) {
-          rk = g.has_sinks ? kRowZero : kRowMean;
-          lse = g.has_sinks ? to_acc(static_cast<const T*>(a.buf.sinks)[hq])
-                            : lowest_of<T>() + logf(static_cast<float>(g.lk));
-        } else {
-          if (g.has_sinks) {
-            const float sink = to_acc(static_cast<const T*>(a.buf.sinks)[hq]) * kLog2e;
-            scale = online_merge_exp2(mx, sum, sink, 1.0f).x;
-          }
-          lse = (mx + log2f(sum)) * kLn2;
-          scale /= sum;
-        }
-        a.buf.lse[row] = lse;
-        for (int k = 0; k < splits; ++k) area(c * splits + k).m[rr] *= scale;
-      } else {
-        a.part_ml[row * a.key_blocks + kb] = make_float2(mx, sum);
-      }
-      kind[c * kRows + rr] = rk;
-    }
-    __syncthreads();
+} // namespace simt
 
-    // Elements: the factor-weighted sum of the chunk's warps' accumulators.
-    for (int t = threadIdx.x; t < nc * kRows * dv; t += kThreads) {
-      const int c = t / (kRows * dv);
-      const int rr = (t / dv) % kRows;
-      const int d = t % dv;
-      const int r = (chunk0 + c) * kRows + rr;
-      if (r >= a.rows) continue;
-      const int64_t row = out_row(g, b, h, r);
-      const int rk = kind[c * kRows + rr];
-      float val = 0.0f;
-      if (rk == kRowNormal) {
-        for (int k = 0; k < splits; ++k) {
-          const auto& w = area(c * splits + k);
-          val += w.o[rr][d] * w.m[rr];
-        }
-      } else if (rk == kRowMean) {
-        const T* vcol = static_cast<const T*>(a.buf.v) + b * g.v_stride[0] + h * g.v_stride[1] + d;
-        val = mean_over_keys(vcol, g.v_stride[2], g.lk);
-      }
-      if (one_pass) static_cast<T*>(a.buf.out)[row * dv + d] = store_as<T>(val);
-      else a.part_o[(row * a.key_blocks + kb) * dv + d] = val;
-    }
-    __syncthreads(); // the next round reuses the shared memory
+// ---- float16 / bfloat16: the tensor-core kernel ---------------------------------------------
+namespace tc {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarpSize;
+// Keys a warp step: the M side of the mma tiles.
+constexpr int kKeys = 16;
+
+// A warp's queue for head sizes up to DMAX (64, 128 or 256): each stage holds one step's 16 K
+// rows, then its 16 V rows, DMAX elements a row (16-byte chunk c of row r at chunk c ^ (r mod
+// 8): ldmatrix reads 8 rows at one chunk, which then lie in 8 distinct bank quads). With
+// DMAX <= 128 a warp's queue is 24 KB (two blocks of 96 KB a multiprocessor, each warp with
+// 16 KB in flight: 128 KB a multiprocessor, about 4 us of its share of HBM); 256 takes 48 KB
+// (one block). A lane copies chunk lane % kChunks of rows lane / kChunks + kRowsPerCopy · i.
+template <int DMAX_>
+struct Queue {
+  static constexpr int DMAX = DMAX_;
+  static constexpr int kPitch = DMAX * 2; // bytes of a shared row
+  static constexpr int kChunks = DMAX / 8; // 16-byte chunks of a row
+  static constexpr int kRowsPerCopy = kWarpSize / kChunks;
+  static constexpr int kCopies = kKeys / kRowsPerCopy; // copies a lane a step, of K and of V each
+  static constexpr int kTileBytes = kKeys * kPitch;
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kStages = DMAX == 64 ? 6 : 3;
+  static constexpr int kWarpBytes = kStages * kStageBytes;
+  static constexpr int kSmemBytes = kWarps * kWarpBytes;
+  static constexpr int kMinBlocks = kSmemBytes <= 100 * 1024 ? 2 : 1;
+  static_assert(DMAX == 64 || DMAX == 128 || DMAX == 256, "queue rows of 64, 128 or 256 elements");
+};
+
+// Transposes an 8x8 matrix of 16-bit pairs across the warp (lane l holds row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1, before and after): the accumulator layout of the weights Pᵀ
+// (lane: one key, two rows) into the B-fragment layout (lane: one row, two keys).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// 16 bytes (8 elements) at src into the queue at shared address dst: cp.async when the rows
+// allow 16-byte copies (zero-filled and nothing read when !valid), else element loads and a
+// shared store (an unaligned strided view; synchronous).
+template <typename T>
+__device__ __forceinline__ void copy16(uint32_t dst, const T* src, bool valid, bool vec) {
+  if (vec) {
+    cp_async_16(dst, src, valid);
+  } else {
+    T e[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) e[k] = valid ? src[k] : T(0.0f);
+    uint4 w;
+    memcpy(&w, e, 16);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w)
+                 : "memory");
   }
 }
+
+// Queues keys j0 + [0, 16) of K and V into the stage at shared address `stage` (rows at or
+// past kend zero-filled: their weights are 0, and 0 · V must not meet stale NaN bytes;
+// chunks past D / 8 or Dv / 8 are never read). Commits one group, also when every copy is
+// empty, so that group counts match steps.
+template <typename T, typename Q>
+__device__ __forceinline__ void copy_step(
+    uint32_t stage,
+    int j0,
+    int kend,
+    const T* kbase,
+    const T* vbase,
+    int64_t kstride,
+    int64_t vstride,
+    int nck,
+    int ncv,
+    bool vec_k,
+    bool vec_v) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int c = lane % Q::kChunks, r0 = lane / Q::kChunks;
+  const T* kp = kbase + int64_t(j0 + r0) * kstride + c * 8;
+  const T* vp = vbase + int64_t(j0 + r0) * vstride + c * 8;
+#pragma unroll
+  for (int i = 0; i < Q::kCopies; ++i) {
+    const int r = r0 + i * Q::kRowsPerCopy;
+    const bool in = j0 + r < kend;
+    const uint32_t dst = stage + r * Q::kPitch + ((c ^ (r & 7)) << 4);
+    // A copy of source size 0 reads nothing, so the address past the keys is never used.
+    if (c < nck) copy16(dst, kp + int64_t(i * Q::kRowsPerCopy) * kstride, in, vec_k);
+    if (c < ncv) copy16(dst + Q::kTileBytes, vp + int64_t(i * Q::kRowsPerCopy) * vstride, in, vec_v);
+  }
+  cp_async_commit();
+}
+
+// One warp's pass over its keys for the rows [r0, r0 + nrows) of its chunk (8 NT rows, NT
+// n-tiles): warp step t covers keys kstart + (t · splits + split) · 16 + [0, 16), queued
+// kStages − 1 steps ahead. Fragment coordinates: gq = lane / 4, tq = lane % 4; the score
+// accumulator s[nt][e] is key j0 + gq + 8 (e / 2) of row 8 nt + 2 tq + e % 2, and o[nt][dm][e]
+// is column 16 dm + gq + 8 (e / 2) of that row. Leaves the warp's MergeArea in the queue.
+template <typename T, typename Q, int NT, Keys K>
+__device__ __forceinline__ void warp_pass(
+    const VectorArgs& a,
+    char* queue,
+    int64_t b,
+    int64_t h,
+    int r0,
+    int nrows,
+    int kstart,
+    int kend,
+    int split,
+    int splits) {
+  constexpr int ROWS = 8 * NT;
+  constexpr int NK = Q::DMAX / 16; // k-steps of Sᵀ and m-tiles of Oᵀ, at most
+  const attention::Geometry& g = a.g;
+  const int lane = threadIdx.x % kWarpSize;
+  const int gq = lane / 4, tq = lane % 4;
+  const int nks = static_cast<int>(g.d / 16), ndm = static_cast<int>(g.dv / 16);
+  const int nck = static_cast<int>(g.d / 8), ncv = static_cast<int>(g.dv / 8);
+  const T* kbase = static_cast<const T*>(a.buf.k) + b * g.k_stride[0] + h * g.k_stride[1];
+  const T* vbase = static_cast<const T*>(a.buf.v) + b * g.v_stride[0] + h * g.v_stride[1];
+  const int64_t kstride = g.k_stride[2], vstride = g.v_stride[2];
+  const bool vec_k = a.vec_k, vec_v = a.vec_v;
+  const uint32_t q0 = smem_addr(queue);
+  const int first = kstart + split * kKeys, step = splits * kKeys;
+  const int steps = first < kend ? (kend - first + step - 1) / step : 0;
+
+  // Start the queue before anything else, so that the copies overlap the setup.
+#pragma unroll
+  for (int t = 0; t < Q::kStages - 1; ++t) {
+    copy_step<T, Q>(q0 + t * Q::kStageBytes, first + t * step, kend, kbase, vbase, kstride, vstride, nck, ncv, vec_k,
+                    vec_v);
+  }
+
+  // Qᵀ as B fragments: qf[nt][ks] = Q[row 8 nt + gq][16 ks + 2 tq + {0, 1}, + 8 + {0, 1}]
+  // (rows past the chunk and columns past D zero). Element loads: q's rows need not be
+  // 4-byte aligned, and this runs once.
+  uint32_t qf[NT][NK][2];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int rr = 8 * nt + gq;
+    const bool valid = rr < nrows;
+    const int64_t r = r0 + (valid ? rr : 0);
+    const int64_t hq = h * g.group() + r / g.lq, i = r % g.lq;
+    const T* qrow = static_cast<const T*>(a.buf.q) + b * g.q_stride[0] + hq * g.q_stride[1] + i * g.q_stride[2];
+#pragma unroll
+    for (int ks = 0; ks < NK; ++ks) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int d = 16 * ks + 8 * hh + 2 * tq;
+        T e[2] = {T(0.0f), T(0.0f)};
+        if (valid && ks < nks) {
+          e[0] = qrow[d];
+          e[1] = qrow[d + 1];
+        }
+        memcpy(&qf[nt][ks][hh], e, 4);
+      }
+    }
+  }
+  // The score rows' visible key bounds (causal) and mask row offsets.
+  int rlo[NT][2], rhi[NT][2];
+  int64_t moff[NT][2];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int rr = 8 * nt + 2 * tq + e;
+      const bool valid = rr < nrows;
+      const int64_t r = r0 + (valid ? rr : 0);
+      const int64_t hq = h * g.group() + r / g.lq, i = r % g.lq;
+      rlo[nt][e] = rhi[nt][e] = 0; // an invalid row sees nothing
+      if constexpr (K == Keys::kCausal) {
+        if (valid) {
+          int64_t f, en;
+          g.key_range(i, f, en);
+          rlo[nt][e] = static_cast<int>(f > kstart ? f : kstart);
+          rhi[nt][e] = static_cast<int>(en < kend ? en : kend);
+        }
+      }
+      moff[nt][e] = b * g.mask_stride[0] + hq * g.mask_stride[1] + i * g.mask_stride[2];
+    }
+  }
+
+  float m[NT][2], l[NT][2], o[NT][NK][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      m[nt][e] = -std::numeric_limits<float>::infinity();
+      l[nt][e] = 0.0f;
+    }
+#pragma unroll
+    for (int dm = 0; dm < NK; ++dm) o[nt][dm][0] = o[nt][dm][1] = o[nt][dm][2] = o[nt][dm][3] = 0.0f;
+  }
+  const float sl = g.scale * kLog2e;
+  // ldmatrix row addresses (mma.cuh's header): K as A (non-transposed) has lane l on row
+  // l % 16, chunk 2 ks + l / 16; V as Aᵀ (transposed) on row l % 8 + 8 (l / 16), chunk
+  // 2 dm + (l / 8) % 2. Both rows are l mod 8, the swizzle's key.
+  const uint32_t kfrag = (lane % 16) * Q::kPitch, vfrag = (lane % 8 + 8 * (lane / 16)) * Q::kPitch;
+  const int kh = lane / 16, vh = (lane / 8) % 2, sw = lane % 8;
+
+  // The step count is warp-uniform (every lane takes every step: ldmatrix, mma, movmatrix and
+  // the shuffles need the warp).
+  for (int t = 0; t < steps; ++t) {
+    const int j0 = first + t * step;
+    // Queue step t + kStages − 1 into the stage step t − 1 used (every lane is past its
+    // reads), then wait for step t's group and make every lane's copies visible.
+    __syncwarp();
+    copy_step<T, Q>(q0 + ((t + Q::kStages - 1) % Q::kStages) * Q::kStageBytes, j0 + (Q::kStages - 1) * step, kend,
+                    kbase, vbase, kstride, vstride, nck, ncv, vec_k, vec_v);
+    cp_async_wait<Q::kStages - 1>();
+    __syncwarp();
+    const uint32_t kst = q0 + (t % Q::kStages) * Q::kStageBytes;
+    const uint32_t vst = kst + Q::kTileBytes;
+
+    // Sᵀ = K Qᵀ (16 keys x 8 rows a tile).
+    float s[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < NK; ++ks) {
+      if (ks < nks) {
+        uint32_t af[4];
+        ldmatrix_x4(af, kst + kfrag + (((2 * ks + kh) ^ sw) << 4));
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(s[nt], af, qf[nt][ks]);
+      }
+    }
+
+    // Scores in log2 units (hidden keys −inf), the online softmax of each row over the step's
+    // 16 keys (the max over the 8 lanes of a row: xor 4, 8, 16), the weights packed to the
+    // dtype and moved into B fragments.
+    uint32_t pf[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = j0 + gq + 8 * (e / 2);
+        bool vis;
+        if constexpr (K == Keys::kCausal) vis = j >= rlo[nt][e % 2] && j < rhi[nt][e % 2];
+        else vis = j < kend;
+        float x = s[nt][e] * sl;
+        if constexpr (K == Keys::kBoolMask || K == Keys::kAddMask) {
+          const int64_t at = moff[nt][e % 2] + j * g.mask_stride[3];
+          if constexpr (K == Keys::kBoolMask) {
+            if (vis) vis = static_cast<const uint8_t*>(a.buf.mask)[at] != 0;
+          } else {
+            if (vis) x += to_acc(static_cast<const T*>(a.buf.mask)[at]) * kLog2e;
+          }
+        }
+        s[nt][e] = vis ? x : -std::numeric_limits<float>::infinity();
+      }
+      float alpha[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float mx = fmaxf(s[nt][e], s[nt][e + 2]);
+#pragma unroll
+        for (int off = 4; off < kWarpSize; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        mx = fmaxf(mx, m[nt][e]);
+        const float base = exp2_base(mx);
+        alpha[e] = exp2_approx(m[nt][e] - base);
+        m[nt][e] = mx;
+        s[nt][e] = exp2_approx(s[nt][e] - base);
+        s[nt][e + 2] = exp2_approx(s[nt][e + 2] - base);
+        l[nt][e] = l[nt][e] * alpha[e] + (s[nt][e] + s[nt][e + 2]);
+      }
+      if (alpha[0] != 1.0f || alpha[1] != 1.0f) { // once the rows' max settles, rarely (NaN: it spreads)
+#pragma unroll
+        for (int dm = 0; dm < NK; ++dm) {
+          o[nt][dm][0] *= alpha[0];
+          o[nt][dm][1] *= alpha[1];
+          o[nt][dm][2] *= alpha[0];
+          o[nt][dm][3] *= alpha[1];
+        }
+      }
+      pf[nt][0] = movmatrix_trans(pack2<T>(s[nt][0], s[nt][1])); // keys 0..7
+      pf[nt][1] = movmatrix_trans(pack2<T>(s[nt][2], s[nt][3])); // keys 8..15
+    }
+
+    // Oᵀ += Vᵀ Pᵀ (16 columns x 8 rows a tile).
+#pragma unroll
+    for (int dm = 0; dm < NK; ++dm) {
+      if (dm < ndm) {
+        uint32_t af[4];
+        ldmatrix_x4_trans(af, vst + vfrag + (((2 * dm + vh) ^ sw) << 4));
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(o[nt][dm], af, pf[nt]);
+      }
+    }
+  }
+  // The queue's last groups are empty steps past the end; drain them before the bytes are
+  // reused (every lane's, hence the warp barrier).
+  cp_async_wait<0>();
+  __syncwarp();
+
+  // Each lane summed the weights of its own keys: the row sums over its 8 lanes.
+  auto& out = *reinterpret_cast<MergeArea<ROWS, Q::DMAX>*>(queue);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+#pragma unroll
+      for (int off = 4; off < kWarpSize; off <<= 1) l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], off);
+      const int row = 8 * nt + 2 * tq + e;
+#pragma unroll
+      for (int dm = 0; dm < NK; ++dm) {
+        if (dm < ndm) {
+          out.o[row][16 * dm + gq] = o[nt][dm][e];
+          out.o[row][16 * dm + gq + 8] = o[nt][dm][e + 2];
+        }
+      }
+      if (gq == 0) {
+        out.m[row] = m[nt][e];
+        out.l[row] = l[nt][e];
+      }
+    }
+  }
+}
+
+// The float16 / bfloat16 kernel (run_block with warp_pass). Dynamic shared memory:
+// Q::kSmemBytes (the warps' queues, then their merged states).
+template <typename T, typename Q, int NT, Keys K>
+__global__ void __launch_bounds__(kThreads, Q::kMinBlocks) attention_vector_mma_kernel(const VectorArgs a) {
+  extern __shared__ __align__(16) char smem[];
+  run_block<T, kWarps, 8 * NT, Q::DMAX, Q::kWarpBytes>(
+      a, smem, [&](char* queue, int r0, int nrows, int64_t b, int64_t h, int kstart, int kend, int split, int splits) {
+        warp_pass<T, Q, NT, K>(a, queue, b, h, r0, nrows, kstart, kend, split, splits);
+      });
+}
+
+} // namespace tc
 
 // Pass 2 of two: one warp per query row merges its key blocks' partial states, adds the
 // sink, applies the no-visible-key rule on the total (a row may see keys in some blocks and
@@ -673,15 +1036,21 @@ bool rows_aligned(const void* p, const int64_t (&s)[3], int64_t n0, int64_t n1, 
   return true;
 }
 
-template <typename T, typename S>
-void launch(VectorArgs& a, int64_t blocks, int passes) {
-  // Causal with one query: the block's key range is that query's, so no per-row bounds.
-  const auto kernel = a.g.causal && a.g.lq > 1 ? attention_vector_kernel<T, S, Keys::kCausal>
-      : a.g.causal || !a.g.has_mask            ? attention_vector_kernel<T, S, Keys::kAll>
-      : a.g.bool_mask            ? attention_vector_kernel<T, S, Keys::kBoolMask>
-                                 : attention_vector_kernel<T, S, Keys::kAddMask>;
-  NUVEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, S::kSmemBytes, stream()>>>(a);
+// Calls f.template operator()<K>() with the call's key policy. A causal call with one query
+// has the block's key range as that query's, so it needs no per-row bounds (kAll).
+template <typename F>
+void with_keys(const attention::Geometry& g, F&& f) {
+  if (g.causal && g.lq > 1) f.template operator()<Keys::kCausal>();
+  else if (g.causal || !g.has_mask) f.template operator()<Keys::kAll>();
+  else if (g.bool_mask) f.template operator()<Keys::kBoolMask>();
+  else f.template operator()<Keys::kAddMask>();
+}
+
+// Launches `kernel` over `blocks` blocks, then (two passes) the combine.
+template <typename T>
+void launch(void (*kernel)(VectorArgs), int threads, int smem_bytes, const VectorArgs& a, int64_t blocks, int passes) {
+  NUVEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  kernel<<<static_cast<unsigned>(blocks), threads, smem_bytes, stream()>>>(a);
   check_launch("attention_vector_kernel");
   if (passes == 2) {
     const int64_t rows = a.g.b * a.g.hq * a.g.lq;
@@ -692,23 +1061,48 @@ void launch(VectorArgs& a, int64_t blocks, int passes) {
   }
 }
 
-// The lanes per key and vectors per lane of (D, Dv): L the smallest power of two (8 to 32)
-// holding the longer row in one vector per lane, or 32 lanes with two vectors (float32 256).
+template <typename T, typename S>
+void launch_simt(VectorArgs& a, int64_t blocks, int passes) {
+  a.chunks = (a.rows + simt::kRows - 1) / simt::kRows;
+  with_keys(a.g, [&]<Keys K>() {
+    launch<T>(simt::attention_vector_kernel<T, S, K>, simt::kThreads, S::kSmemBytes, a, blocks, passes);
+  });
+}
+
+template <typename T, typename Q, int NT>
+void launch_mma(VectorArgs& a, int64_t blocks, int passes) {
+  a.chunks = (a.rows + 8 * NT - 1) / (8 * NT);
+  with_keys(a.g, [&]<Keys K>() {
+    launch<T>(tc::attention_vector_mma_kernel<T, Q, NT, K>, tc::kThreads, Q::kSmemBytes, a, blocks, passes);
+  });
+}
+
+// float16 / bfloat16: the tensor-core kernel with queue rows of the longer head (64, 128 or
+// 256 elements), two 8-row tiles a warp when a key head serves more than 8 rows (so that a
+// chunk's warps share the copies of twice the rows) and the registers allow it (heads <= 128).
+// float32: the CUDA-core kernel, L the lanes per key: the smallest power of two (16 or 32)
+// holding the longer row in one vector per lane, or 32 lanes with two vectors (256).
 template <typename T>
 void launch_for_heads(VectorArgs& a, int64_t blocks, int passes) {
-  constexpr int W = kVec<T>;
-  const int64_t nvk = a.g.d / W, nvv = a.g.dv / W;
-  const int64_t nv = std::max(nvk, nvv);
-  if constexpr (W == 8) {
-    if (nv <= 8) return launch<T, Layout<T, 8, 1, 1>>(a, blocks, passes);
-    if (nv <= 16) return launch<T, Layout<T, 16, 1, 1>>(a, blocks, passes);
-    return launch<T, Layout<T, 32, 1, 1>>(a, blocks, passes);
+  const int64_t dmax = std::max(a.g.d, a.g.dv);
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int W = kVec<T>;
+    const int64_t nvk = a.g.d / W, nvv = a.g.dv / W;
+    if (dmax <= 16 * W) return launch_simt<T, simt::Layout<T, 16, 1, 1>>(a, blocks, passes);
+    if (nvk <= 32 && nvv <= 32) return launch_simt<T, simt::Layout<T, 32, 1, 1>>(a, blocks, passes);
+    if (nvv <= 32) return launch_simt<T, simt::Layout<T, 32, 2, 1>>(a, blocks, passes);
+    if (nvk <= 32) return launch_simt<T, simt::Layout<T, 32, 1, 2>>(a, blocks, passes);
+    return launch_simt<T, simt::Layout<T, 32, 2, 2>>(a, blocks, passes);
   } else {
-    if (nv <= 16) return launch<T, Layout<T, 16, 1, 1>>(a, blocks, passes);
-    if (nvk <= 32 && nvv <= 32) return launch<T, Layout<T, 32, 1, 1>>(a, blocks, passes);
-    if (nvv <= 32) return launch<T, Layout<T, 32, 2, 1>>(a, blocks, passes);
-    if (nvk <= 32) return launch<T, Layout<T, 32, 1, 2>>(a, blocks, passes);
-    return launch<T, Layout<T, 32, 2, 2>>(a, blocks, passes);
+    const bool wide = a.rows > 8;
+    if (dmax <= 64) {
+      return wide ? launch_mma<T, tc::Queue<64>, 2>(a, blocks, passes) : launch_mma<T, tc::Queue<64>, 1>(a, blocks, passes);
+    }
+    if (dmax <= 128) {
+      return wide ? launch_mma<T, tc::Queue<128>, 2>(a, blocks, passes)
+                  : launch_mma<T, tc::Queue<128>, 1>(a, blocks, passes);
+    }
+    return launch_mma<T, tc::Queue<256>, 1>(a, blocks, passes);
   }
 }
 
@@ -736,7 +1130,7 @@ void attention_vector(Dtype dtype, const attention::Geometry& g, const Attention
   const int64_t rows = g.group() * g.lq;
   const int64_t blocks = g.b * g.hkv * key_blocks;
   constexpr int64_t kMaxBlocks = (int64_t(1) << 31) - 1;
-  // Key indices are 32-bit (with room for a step past the end).
+  // Key indices are 32-bit (with room for the queue's steps past the end).
   if (g.lk > (int64_t(1) << 30) || rows > (int64_t(1) << 30) || blocks > kMaxBlocks ||
       (total_rows + kCombineWarps - 1) / kCombineWarps > kMaxBlocks) {
     throw std::invalid_argument("[attention_vector] the problem is too large for the decode kernels.");
@@ -746,7 +1140,6 @@ void attention_vector(Dtype dtype, const attention::Geometry& g, const Attention
   a.buf = buf;
   a.key_blocks = key_blocks;
   a.rows = static_cast<int>(rows);
-  a.chunks = static_cast<int>((rows + kRows - 1) / kRows);
   a.additive = g.has_mask && !g.causal && !g.bool_mask;
   if (passes == 2) {
     // (max, sum) pairs first (8-byte aligned from the allocation), then the outputs.
