@@ -8,7 +8,8 @@
 // row chunks. PagedWrite: several element sizes, rows of 3 to 256 elements, out-of-range
 // slots, a repeated slot (one whole row wins), a strided cache. Then paged_write followed by
 // paged_attention against scaled_dot_product_attention over the concatenated keys and values,
-// through the public API. Every test needs a GPU (skipped without one).
+// through the public API. Every test needs a GPU (skipped without one). The skip, the CPU
+// device and the kernels' tolerance: tests/attention_cases.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_cases.h"
 #include "fast/attention.h"
 #include "nuvec/fast.h"
 #include "nuvec/nuvec.h"
@@ -27,18 +29,10 @@
 
 using namespace nuvec;
 using namespace nuvec::testing;
+using nuvec::testing::attn::kCpu;
+using nuvec::testing::attn::tol_of;
 
 namespace {
-
-#define NUVEC_REQUIRE_GPU() \
-  if (!nuvec::is_available(nuvec::Device::gpu)) GTEST_SKIP() << "no GPU"
-
-const Device kCpu(Device::cpu);
-
-// Output rounding of the dtype (one half-ulp relative, plus the float32 arithmetic).
-double tol_of(Dtype dt) {
-  return dt == float32 ? 2e-5 : dt == float16 ? 2e-3 : 1.6e-2;
-}
 
 // Evaluated on the CPU, so that the node under test is the only GPU work.
 array on_cpu(const array& a) {
@@ -116,17 +110,9 @@ TEST(FastPagedAttention, KernelMatchesTheFloat64Fallback) {
       for (int bs : {1, 16, 32}) {
         for (int group : {1, 4, 8}) {
           for (int l : {1, 3, 17}) {
-            PagedCase c;
-            c.dt = dt;
-            c.d = d;
-            c.bs = bs;
-            c.group = group;
-            c.l = l;
-            c.b = 4;
-            c.hkv = 2;
             // About 40-70 positions a sequence; fewer blocks than the tables list, so ids repeat.
-            c.max_blocks = bs == 1 ? 45 : bs == 16 ? 4 : 2;
-            c.blocks = bs == 1 ? 150 : 7;
+            const PagedCase c{.dt = dt, .b = 4, .hkv = 2, .group = group, .l = l, .d = d, .bs = bs,
+                              .blocks = bs == 1 ? 150 : 7, .max_blocks = bs == 1 ? 45 : bs == 16 ? 4 : 2};
             check_paged_attention(c, lengths_for(c.b, c.l, c.max_blocks * c.bs));
           }
         }
@@ -142,16 +128,8 @@ TEST(FastPagedAttention, SplitContextsMatchTheFloat64Fallback) {
   NUVEC_REQUIRE_GPU();
   for (Dtype dt : {float32, bfloat16, float16}) {
     for (int l : {1, 3, 8, 17}) { // 17: several row chunks, each split
-      PagedCase c;
-      c.dt = dt;
-      c.b = 3;
-      c.hkv = 2;
-      c.group = 4;
-      c.l = l;
-      c.d = 128;
-      c.bs = 16;
-      c.max_blocks = 150; // 2400 positions: 10 tiles of 256
-      c.blocks = 400;
+      // 150 blocks of 16: 2400 positions, 10 tiles of 256.
+      const PagedCase c{.dt = dt, .b = 3, .hkv = 2, .group = 4, .l = l, .d = 128, .bs = 16, .blocks = 400, .max_blocks = 150};
       std::vector<int> lens{2400, 1777, 5};
       check_paged_attention(c, on_cpu(array(lens.begin(), {3}, int32)));
       std::vector<int> odd{0, 2399, 100000};
@@ -159,15 +137,7 @@ TEST(FastPagedAttention, SplitContextsMatchTheFloat64Fallback) {
     }
   }
   // A single sequence and key head with 8 query heads, block size 32.
-  PagedCase c;
-  c.dt = bfloat16;
-  c.b = 1;
-  c.hkv = 1;
-  c.group = 8;
-  c.d = 256;
-  c.bs = 32;
-  c.max_blocks = 70;
-  c.blocks = 90;
+  const PagedCase c{.dt = bfloat16, .b = 1, .hkv = 1, .group = 8, .d = 256, .bs = 32, .blocks = 90, .max_blocks = 70};
   std::vector<int> lens{70 * 32 - 3};
   check_paged_attention(c, on_cpu(array(lens.begin(), {1}, int32)));
 }
@@ -176,16 +146,8 @@ TEST(FastPagedAttention, SplitContextsMatchTheFloat64Fallback) {
 TEST(FastPagedAttention, PrefillMatchesTheFloat64Fallback) {
   NUVEC_REQUIRE_GPU();
   for (Dtype dt : {float32, bfloat16}) {
-    PagedCase c;
-    c.dt = dt;
-    c.b = 2;
-    c.hkv = 4;
-    c.group = 4;
-    c.l = 100;
-    c.d = 128;
-    c.bs = 16;
-    c.max_blocks = 44; // 704 positions: 3 tiles
-    c.blocks = 100;
+    // 44 blocks of 16: 704 positions, 3 tiles.
+    const PagedCase c{.dt = dt, .b = 2, .hkv = 4, .group = 4, .l = 100, .d = 128, .bs = 16, .blocks = 100, .max_blocks = 44};
     std::vector<int> lens{650, 99};
     check_paged_attention(c, on_cpu(array(lens.begin(), {2}, int32)));
   }
