@@ -127,9 +127,11 @@ class ScaledDotProductAttentionVjp : public fast::FastPrimitive {
 /// output [B, Hq, L, D] in q's dtype. Sequence b's position p lives in block
 /// block_tables[b, p / block_size] (clamped to [0, blocks)), slot p % block_size; query l
 /// sees positions p < lengths[b] − L + 1 + l (lengths clamped to [0, max_blocks ·
-/// block_size]). CUDA kernels for D 64/128/256 and power-of-two block sizes (decode and
-/// prefill; src/backend/cuda/fast/paged_attention.cu); the fallback (gather, then masked
-/// attention) elsewhere.
+/// block_size]). CUDA kernels for D 64/128/256 and power-of-two block sizes: float16 and
+/// bfloat16 decode (at most 16 query rows per key head) on the contiguous decode kernel's
+/// tensor-core body with paged row addressing (attention_vector.cu, through
+/// attention_decode.h), the rest (float32, prefill) on src/backend/cuda/fast/
+/// paged_attention.cu; the fallback (gather, then masked attention) elsewhere.
 class PagedAttention : public fast::FastPrimitive {
  public:
   PagedAttention(Stream stream, float scale);

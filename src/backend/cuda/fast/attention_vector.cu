@@ -59,7 +59,9 @@
 #include "backend/cuda/device/mma.cuh"
 #include "backend/cuda/device/online_softmax.cuh"
 #include "backend/cuda/fast/attention.h"
+#include "backend/cuda/fast/attention_decode.h"
 #include "backend/cuda/kernel_utils.cuh"
+#include "fast/attention_plan.h"
 
 namespace nuvec::cu {
 
@@ -97,7 +99,15 @@ struct VectorArgs {
   int chunks = 0;   // ceil(rows / the kernel's chunk rows)
   bool vec_k = false; // k's base and strides allow 16-byte copies
   bool vec_v = false;
-  bool additive = false; // an additive mask applies: the no-visible-key rule never does
+  // The no-visible-key rule never applies: an additive mask (its all −inf rows are NaN), or a
+  // paged call (its rows that see nothing attend uniformly inside the key loop).
+  bool no_rule = false;
+  // Paged calls (cu::paged_attention_tc): K and V rows gathered through the block tables
+  // [B, max_blocks] from caches [blocks, Hkv, 2^bs_log2, D]; g.lk is max_blocks · block_size
+  // (the gathered positions, `cap`), g.lq the queries L. Null tables: contiguous K and V.
+  const int32_t* tables = nullptr;
+  const int32_t* lengths = nullptr;
+  int max_blocks = 0, cache_blocks = 0, bs_log2 = 0;
 };
 
 // Row r of the query rows of key head h: query head h · group + r / Lq, query r % Lq; its
@@ -126,9 +136,23 @@ enum RowKind : int { kRowNormal = 0, kRowMean = 1, kRowZero = 2 };
 
 // Which keys a row sees, as a template parameter so that plain decode (kAll) carries no per-row
 // bounds or mask state in registers: every key of the block's range; the causal (and window)
-// range of the row's query; a bool mask; an additive mask. The fallback ignores an array mask
-// under causal, so the two never combine.
-enum class Keys { kAll, kCausal, kBoolMask, kAddMask };
+// range of the row's query; a bool mask; an additive mask; the paged rule (below). The
+// fallback ignores an array mask under causal, so the two never combine.
+enum class Keys { kAll, kCausal, kBoolMask, kAddMask, kPaged };
+
+// Paged attention's rule (src/fast/attention.h, PagedAttention): sequence b holds
+// len = clamp(lengths[b], 0, cap) positions, and query i of its L sees positions
+// p < len − L + 1 + i; a query whose end is <= 0 sees nothing and attends uniformly to all cap
+// gathered positions (score 0 at each), as the fallback's all-false bool mask gives.
+__device__ __forceinline__ int paged_length(const VectorArgs& a, int64_t b) {
+  const int len = __ldg(a.lengths + b);
+  return len < 0 ? 0 : (len > a.g.lk ? static_cast<int>(a.g.lk) : len);
+}
+__device__ __forceinline__ int paged_end(const VectorArgs& a, int len, int64_t i, bool& uniform) {
+  const int64_t e = len - a.g.lq + 1 + i;
+  uniform = e <= 0;
+  return uniform ? static_cast<int>(a.g.lk) : static_cast<int>(e);
+}
 
 // A warp's merged state (ROWS query rows of its chunk), written over its queue once its keys
 // are done.
@@ -139,13 +163,19 @@ struct MergeArea {
   float l[ROWS];
 };
 
-// The block's keys: all Lk, or under causal the union of the rows' ranges (contiguous: the
-// ranges move right by one key per query), cut into key_blocks equal parts; block kb takes
-// part kb (maybe empty).
-__device__ __forceinline__ void block_keys(const VectorArgs& a, int kb, int& kstart, int& kend) {
+// The block's keys: all Lk, under causal the union of the rows' ranges (contiguous: the
+// ranges move right by one key per query), or for a paged sequence its queries' union; cut
+// into key_blocks equal parts, block kb takes part kb (maybe empty).
+__device__ __forceinline__ void block_keys(const VectorArgs& a, int64_t b, int kb, int& kstart, int& kend) {
   const attention::Geometry& g = a.g;
   int64_t lo = 0, hi = g.lk;
-  if (g.causal) {
+  if (a.tables) { // paged: up to the last query's end (every position when a query sees nothing)
+    // Query 0 sees the fewest; when it sees some, every query does and the last ends at len.
+    const int len = paged_length(a, b);
+    bool uniform;
+    paged_end(a, len, 0, uniform);
+    hi = uniform ? g.lk : len;
+  } else if (g.causal) {
     int64_t f, e;
     g.key_range(0, lo, e);
     g.key_range(g.lq - 1, f, hi);
@@ -176,7 +206,7 @@ __device__ __forceinline__ void run_block(const VectorArgs& a, char* smem, Pass&
   const int64_t b = bh / g.hkv;
   const bool one_pass = a.part_ml == nullptr;
   int kstart, kend;
-  block_keys(a, kb, kstart, kend);
+  block_keys(a, b, kb, kstart, kend);
 
   const int warp = threadIdx.x / kWarpSize;
   const bool few = a.chunks <= WARPS;
@@ -214,7 +244,7 @@ __device__ __forceinline__ void run_block(const VectorArgs& a, char* smem, Pass&
       }
       int rk = kRowNormal;
       if (one_pass) {
-        const bool none = !a.additive && mx == -std::numeric_limits<float>::infinity() && sum == 0.0f;
+        const bool none = !a.no_rule && mx == -std::numeric_limits<float>::infinity() && sum == 0.0f;
         const int64_t hq = h * g.group() + r / g.lq;
         float lse;
         float scale = 1.0f;
@@ -230,7 +260,7 @@ __device__ __forceinline__ void run_block(const VectorArgs& a, char* smem, Pass&
           lse = (mx + log2f(sum)) * kLn2;
           scale /= sum;
         }
-        a.buf.lse[row] = lse;
+        if (a.buf.lse) a.buf.lse[row] = lse; // paged calls have no lse
         for (int k = 0; k < splits; ++k) area(c * splits + k).m[rr] *= scale;
       } else {
         a.part_ml[row * a.key_blocks + kb] = make_float2(mx, sum);
@@ -699,35 +729,96 @@ __device__ __forceinline__ void copy16(uint32_t dst, const T* src, bool valid, b
   }
 }
 
-// Queues keys j0 + [0, 16) of K and V into the stage at shared address `stage` (rows at or
-// past kend zero-filled: their weights are 0, and 0 · V must not meet stale NaN bytes;
-// chunks past D / 8 or Dv / 8 are never read). Commits one group, also when every copy is
-// empty, so that group counts match steps.
-template <typename T, typename Q>
+// Where the K and V rows of key j of a warp's (batch row, key head) start: the addressing
+// policy of the key loop. rows.step(first, last, kend) gives the addresser of one lane's
+// rows of a step (keys first to last, 15 apart at most), called as at(j, in, kr, vr); `in`
+// false (a key past the end, whose copy reads nothing) may leave any address.
+// DenseRows: rows at element strides (scaled_dot_product_attention's K and V, any strided
+// view). PagedRows: position j of a paged sequence lives in cache block
+// tables[b, j / block_size] (clamped to [0, blocks)) at slot j % block_size.
+template <typename T>
+struct DenseRows {
+  const T* k;
+  const T* v;
+  int64_t kstride, vstride;
+  __device__ __forceinline__ const DenseRows& step(int, int, int) const { return *this; }
+  __device__ __forceinline__ void operator()(int j, bool, const T*& kr, const T*& vr) const {
+    kr = k + int64_t(j) * kstride;
+    vr = v + int64_t(j) * vstride;
+  }
+};
+template <typename T>
+struct PagedRows {
+  const T* k; // the caches offset to key head h's rows of block 0
+  const T* v;
+  const int32_t* table; // the sequence's row of the block tables
+  int blocks, hkv, bs_log2, d;
+
+  __device__ __forceinline__ int block_id(int j) const {
+    return ::min(::max(__ldg(table + (j >> bs_log2)), 0), blocks - 1);
+  }
+  struct Step;
+  __device__ __forceinline__ Step step(int first, int last, int kend) const;
+};
+
+// One lane's rows of a step. With blocks of 16 positions or more the rows lie in at most two
+// consecutive blocks: two table lookups a step (the copies wait on them) instead of one a row.
+template <typename T>
+struct PagedRows<T>::Step {
+  PagedRows p;
+  int jb, id0, id1;
+  bool two;
+  __device__ __forceinline__ void operator()(int j, bool in, const T*& kr, const T*& vr) const {
+    int64_t row = 0;
+    if (in) {
+      const int id = two ? ((j >> p.bs_log2) == jb ? id0 : id1) : p.block_id(j);
+      row = (int64_t(id) * p.hkv << p.bs_log2) + (j & ((1 << p.bs_log2) - 1));
+    }
+    kr = p.k + row * p.d;
+    vr = p.v + row * p.d;
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ typename PagedRows<T>::Step PagedRows<T>::step(int first, int last, int kend) const {
+  Step s{*this, first >> bs_log2, 0, 0, bs_log2 >= 4};
+  if (s.two && first < kend) { // keys at or past kend are never addressed (nor looked up)
+    const int end = last < kend ? last : kend - 1;
+    s.id0 = block_id(first);
+    s.id1 = (end >> bs_log2) == s.jb ? s.id0 : block_id(end);
+  }
+  return s;
+}
+
+// Queues keys j0 + [0, 16) of K and V (addressed by `rows`, a DenseRows or PagedRows) into
+// the stage at shared address `stage` (rows at or past kend zero-filled: their weights are 0,
+// and 0 · V must not meet stale NaN bytes; chunks past D / 8 or Dv / 8 are never read).
+// Commits one group, also when every copy is empty, so that group counts match steps.
+template <typename T, typename Q, typename Rows>
 __device__ __forceinline__ void copy_step(
     uint32_t stage,
     int j0,
     int kend,
-    const T* kbase,
-    const T* vbase,
-    int64_t kstride,
-    int64_t vstride,
+    const Rows& rows,
     int nck,
     int ncv,
     bool vec_k,
     bool vec_v) {
   const int lane = threadIdx.x % kWarpSize;
   const int c = lane % Q::kChunks, r0 = lane / Q::kChunks;
-  const T* kp = kbase + int64_t(j0 + r0) * kstride + c * 8;
-  const T* vp = vbase + int64_t(j0 + r0) * vstride + c * 8;
+  static_assert((Q::kCopies - 1) * Q::kRowsPerCopy < kKeys, "a lane's rows of a step lie within 16 keys");
+  const auto at = rows.step(j0 + r0, j0 + r0 + (Q::kCopies - 1) * Q::kRowsPerCopy, kend);
 #pragma unroll
   for (int i = 0; i < Q::kCopies; ++i) {
     const int r = r0 + i * Q::kRowsPerCopy;
     const bool in = j0 + r < kend;
     const uint32_t dst = stage + r * Q::kPitch + ((c ^ (r & 7)) << 4);
     // A copy of source size 0 reads nothing, so the address past the keys is never used.
-    if (c < nck) copy16(dst, kp + int64_t(i * Q::kRowsPerCopy) * kstride, in, vec_k);
-    if (c < ncv) copy16(dst + Q::kTileBytes, vp + int64_t(i * Q::kRowsPerCopy) * vstride, in, vec_v);
+    const T* kr;
+    const T* vr;
+    at(j0 + r, in, kr, vr);
+    if (c < nck) copy16(dst, kr + c * 8, in, vec_k);
+    if (c < ncv) copy16(dst + Q::kTileBytes, vr + c * 8, in, vec_v);
   }
   cp_async_commit();
 }
@@ -756,9 +847,18 @@ __device__ __forceinline__ void warp_pass(
   const int gq = lane / 4, tq = lane % 4;
   const int nks = static_cast<int>(g.d / 16), ndm = static_cast<int>(g.dv / 16);
   const int nck = static_cast<int>(g.d / 8), ncv = static_cast<int>(g.dv / 8);
-  const T* kbase = static_cast<const T*>(a.buf.k) + b * g.k_stride[0] + h * g.k_stride[1];
-  const T* vbase = static_cast<const T*>(a.buf.v) + b * g.v_stride[0] + h * g.v_stride[1];
-  const int64_t kstride = g.k_stride[2], vstride = g.v_stride[2];
+  const auto rows = [&] {
+    if constexpr (K == Keys::kPaged) {
+      const int64_t head = h << a.bs_log2; // key head h's first row in a cache block
+      return PagedRows<T>{static_cast<const T*>(a.buf.k) + head * g.d, static_cast<const T*>(a.buf.v) + head * g.d,
+                          a.tables + b * a.max_blocks, a.cache_blocks, static_cast<int>(g.hkv), a.bs_log2,
+                          static_cast<int>(g.d)};
+    } else {
+      return DenseRows<T>{static_cast<const T*>(a.buf.k) + b * g.k_stride[0] + h * g.k_stride[1],
+                          static_cast<const T*>(a.buf.v) + b * g.v_stride[0] + h * g.v_stride[1], g.k_stride[2],
+                          g.v_stride[2]};
+    }
+  }();
   const bool vec_k = a.vec_k, vec_v = a.vec_v;
   const uint32_t q0 = smem_addr(queue);
   const int first = kstart + split * kKeys, step = splits * kKeys;
@@ -767,8 +867,7 @@ __device__ __forceinline__ void warp_pass(
   // Start the queue before anything else, so that the copies overlap the setup.
 #pragma unroll
   for (int t = 0; t < Q::kStages - 1; ++t) {
-    copy_step<T, Q>(q0 + t * Q::kStageBytes, first + t * step, kend, kbase, vbase, kstride, vstride, nck, ncv, vec_k,
-                    vec_v);
+    copy_step<T, Q>(q0 + t * Q::kStageBytes, first + t * step, kend, rows, nck, ncv, vec_k, vec_v);
   }
 
   // Qᵀ as B fragments: qf[nt][ks] = Q[row 8 nt + gq][16 ks + 2 tq + {0, 1}, + 8 + {0, 1}]
@@ -796,9 +895,12 @@ __device__ __forceinline__ void warp_pass(
       }
     }
   }
-  // The score rows' visible key bounds (causal) and mask row offsets.
+  // The score rows' visible key bounds (causal, paged), mask row offsets, and (paged) whether
+  // the row sees nothing and so attends uniformly (score 0) to every position.
   int rlo[NT][2], rhi[NT][2];
   int64_t moff[NT][2];
+  bool uni[NT][2];
+  const int plen = K == Keys::kPaged ? paged_length(a, b) : 0;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -808,6 +910,14 @@ __device__ __forceinline__ void warp_pass(
       const int64_t r = r0 + (valid ? rr : 0);
       const int64_t hq = h * g.group() + r / g.lq, i = r % g.lq;
       rlo[nt][e] = rhi[nt][e] = 0; // an invalid row sees nothing
+      uni[nt][e] = false;
+      if constexpr (K == Keys::kPaged) {
+        if (valid) {
+          const int en = paged_end(a, plen, i, uni[nt][e]);
+          rlo[nt][e] = kstart;
+          rhi[nt][e] = en < kend ? en : kend;
+        }
+      }
       if constexpr (K == Keys::kCausal) {
         if (valid) {
           int64_t f, en;
@@ -846,7 +956,7 @@ __device__ __forceinline__ void warp_pass(
     // reads), then wait for step t's group and make every lane's copies visible.
     __syncwarp();
     copy_step<T, Q>(q0 + ((t + Q::kStages - 1) % Q::kStages) * Q::kStageBytes, j0 + (Q::kStages - 1) * step, kend,
-                    kbase, vbase, kstride, vstride, nck, ncv, vec_k, vec_v);
+                    rows, nck, ncv, vec_k, vec_v);
     cp_async_wait<Q::kStages - 1>();
     __syncwarp();
     const uint32_t kst = q0 + (t % Q::kStages) * Q::kStageBytes;
@@ -876,9 +986,12 @@ __device__ __forceinline__ void warp_pass(
       for (int e = 0; e < 4; ++e) {
         const int j = j0 + gq + 8 * (e / 2);
         bool vis;
-        if constexpr (K == Keys::kCausal) vis = j >= rlo[nt][e % 2] && j < rhi[nt][e % 2];
+        if constexpr (K == Keys::kCausal || K == Keys::kPaged) vis = j >= rlo[nt][e % 2] && j < rhi[nt][e % 2];
         else vis = j < kend;
         float x = s[nt][e] * sl;
+        if constexpr (K == Keys::kPaged) {
+          if (uni[nt][e % 2]) x = 0.0f;
+        }
         if constexpr (K == Keys::kBoolMask || K == Keys::kAddMask) {
           const int64_t at = moff[nt][e % 2] + j * g.mask_stride[3];
           if constexpr (K == Keys::kBoolMask) {
@@ -996,10 +1109,10 @@ __global__ void __launch_bounds__(kCombineWarps * kWarpSize) attention_vector_co
   const int64_t hq = (row / g.lq) % g.hq;
   const int64_t b = row / (g.lq * g.hq);
   const int64_t h = hq / g.group();
-  const bool none = !a.additive && mx == -std::numeric_limits<float>::infinity() && sum == 0.0f;
+  const bool none = !a.no_rule && mx == -std::numeric_limits<float>::infinity() && sum == 0.0f;
   T* out = static_cast<T*>(a.buf.out) + row * dv;
   if (none) {
-    if (lane == 0) {
+    if (lane == 0 && a.buf.lse) {
       a.buf.lse[row] = g.has_sinks ? to_acc(static_cast<const T*>(a.buf.sinks)[hq])
                                    : lowest_of<T>() + logf(static_cast<float>(g.lk));
     }
@@ -1014,7 +1127,7 @@ __global__ void __launch_bounds__(kCombineWarps * kWarpSize) attention_vector_co
     const float sink = to_acc(static_cast<const T*>(a.buf.sinks)[hq]) * kLog2e;
     scale = online_merge_exp2(mx, sum, sink, 1.0f).x;
   }
-  if (lane == 0) a.buf.lse[row] = (mx + log2f(sum)) * kLn2;
+  if (lane == 0 && a.buf.lse) a.buf.lse[row] = (mx + log2f(sum)) * kLn2;
   scale /= sum;
   const float* po = a.part_o + row * kbn * dv;
   for (int d = lane; d < dv; d += kWarpSize) {
@@ -1069,23 +1182,38 @@ void launch_simt(VectorArgs& a, int64_t blocks, int passes) {
   });
 }
 
-template <typename T, typename Q, int NT>
+// The tensor-core kernel for key policy K (chunks of 8 NT rows, queue rows of Q::DMAX).
+template <typename T, typename Q, int NT, Keys K>
 void launch_mma(VectorArgs& a, int64_t blocks, int passes) {
   a.chunks = (a.rows + 8 * NT - 1) / (8 * NT);
-  with_keys(a.g, [&]<Keys K>() {
-    launch<T>(tc::attention_vector_mma_kernel<T, Q, NT, K>, tc::kThreads, Q::kSmemBytes, a, blocks, passes);
-  });
+  launch<T>(tc::attention_vector_mma_kernel<T, Q, NT, K>, tc::kThreads, Q::kSmemBytes, a, blocks, passes);
 }
 
-// float16 / bfloat16: the tensor-core kernel with queue rows of the longer head (64, 128 or
-// 256 elements), two 8-row tiles a warp when a key head serves more than 8 rows (so that a
-// chunk's warps share the copies of twice the rows) and the registers allow it (heads <= 128).
-// float32: the CUDA-core kernel, L the lanes per key: the smallest power of two (16 or 32)
+// Calls f.template operator()<Q, NT>() with the tensor-core kernel's queue and row tiles:
+// queue rows of the longer head (64, 128 or 256 elements), two 8-row tiles a warp when a key
+// head serves more than 8 rows (so that a chunk's warps share the copies of twice the rows)
+// and the registers allow it (heads <= 128).
+template <typename F>
+void with_queue(const VectorArgs& a, F&& f) {
+  const int64_t dmax = std::max(a.g.d, a.g.dv);
+  const bool wide = a.rows > 8;
+  if (dmax <= 64) {
+    if (wide) f.template operator()<tc::Queue<64>, 2>();
+    else f.template operator()<tc::Queue<64>, 1>();
+  } else if (dmax <= 128) {
+    if (wide) f.template operator()<tc::Queue<128>, 2>();
+    else f.template operator()<tc::Queue<128>, 1>();
+  } else {
+    f.template operator()<tc::Queue<256>, 1>();
+  }
+}
+
+// float16 / bfloat16: the tensor-core kernel (with_queue picks its tiles). float32: the CUDA-core kernel, L the lanes per key: the smallest power of two (16 or 32)
 // holding the longer row in one vector per lane, or 32 lanes with two vectors (256).
 template <typename T>
 void launch_for_heads(VectorArgs& a, int64_t blocks, int passes) {
-  const int64_t dmax = std::max(a.g.d, a.g.dv);
   if constexpr (std::is_same_v<T, float>) {
+    const int64_t dmax = std::max(a.g.d, a.g.dv);
     constexpr int W = kVec<T>;
     const int64_t nvk = a.g.d / W, nvv = a.g.dv / W;
     if (dmax <= 16 * W) return launch_simt<T, simt::Layout<T, 16, 1, 1>>(a, blocks, passes);
@@ -1094,15 +1222,9 @@ void launch_for_heads(VectorArgs& a, int64_t blocks, int passes) {
     if (nvk <= 32) return launch_simt<T, simt::Layout<T, 32, 1, 2>>(a, blocks, passes);
     return launch_simt<T, simt::Layout<T, 32, 2, 2>>(a, blocks, passes);
   } else {
-    const bool wide = a.rows > 8;
-    if (dmax <= 64) {
-      return wide ? launch_mma<T, tc::Queue<64>, 2>(a, blocks, passes) : launch_mma<T, tc::Queue<64>, 1>(a, blocks, passes);
-    }
-    if (dmax <= 128) {
-      return wide ? launch_mma<T, tc::Queue<128>, 2>(a, blocks, passes)
-                  : launch_mma<T, tc::Queue<128>, 1>(a, blocks, passes);
-    }
-    return launch_mma<T, tc::Queue<256>, 1>(a, blocks, passes);
+    with_queue(a, [&]<typename Q, int NT>() {
+      with_keys(a.g, [&]<Keys K>() { launch_mma<T, Q, NT, K>(a, blocks, passes); });
+    });
   }
 }
 
@@ -1140,7 +1262,7 @@ void attention_vector(Dtype dtype, const attention::Geometry& g, const Attention
   a.buf = buf;
   a.key_blocks = key_blocks;
   a.rows = static_cast<int>(rows);
-  a.additive = g.has_mask && !g.causal && !g.bool_mask;
+  a.no_rule = g.has_mask && !g.causal && !g.bool_mask;
   if (passes == 2) {
     // (max, sum) pairs first (8-byte aligned from the allocation), then the outputs.
     const size_t pairs = size_t(total_rows) * size_t(key_blocks);
@@ -1157,6 +1279,72 @@ void attention_vector(Dtype dtype, const attention::Geometry& g, const Attention
       launch_for_heads<T>(a, blocks, passes);
     }
   });
+}
+
+/// attention_decode.h: paged decode on the tensor-core kernel (the key loop gathers K and V
+/// rows through the block tables: PagedRows, Keys::kPaged); false (nothing launched) where it
+/// does not apply. Schedule: fast::vector_schedule with Lk = max_blocks · block_size.
+bool paged_attention_tc(
+    Dtype dtype,
+    const PagedGeometry& pg,
+    const void* q,
+    const void* k_cache,
+    const void* v_cache,
+    const int32_t* tables,
+    const int32_t* lengths,
+    void* out) {
+  const int64_t rows = pg.hq / pg.hkv * pg.l;
+  const int64_t cap = pg.max_blocks * pg.block_size;
+  if (!(dtype == float16 || dtype == bfloat16) || !(pg.d == 64 || pg.d == 128 || pg.d == 256) || rows > kPagedRows ||
+      cap > (int64_t(1) << 30)) {
+    return false;
+  }
+  attention::Geometry g;
+  g.b = pg.b;
+  g.hq = pg.hq;
+  g.hkv = pg.hkv;
+  g.lq = pg.l;
+  g.lk = cap;
+  g.d = g.dv = pg.d;
+  g.q_stride[0] = pg.hq * pg.l * pg.d;
+  g.q_stride[1] = pg.l * pg.d;
+  g.q_stride[2] = pg.d;
+  g.scale = pg.scale;
+  fast::RouteKey key;
+  key.b = pg.b;
+  key.hkv = pg.hkv;
+  key.lk = cap;
+  key.sm_count = device_props().multiProcessorCount;
+  const auto [passes, key_blocks] = fast::vector_schedule(key);
+  VectorArgs a;
+  a.g = g;
+  a.buf.q = q;
+  a.buf.k = k_cache;
+  a.buf.v = v_cache;
+  a.buf.out = out; // no lse: PagedAttention has none
+  a.key_blocks = key_blocks;
+  a.rows = static_cast<int>(rows);
+  a.no_rule = true;
+  a.vec_k = a.vec_v = true; // 16-byte aligned caches (the eval's aligned_rows), rows of 128+ bytes
+  a.tables = tables;
+  a.lengths = lengths;
+  a.max_blocks = static_cast<int>(pg.max_blocks);
+  a.cache_blocks = static_cast<int>(pg.blocks);
+  while ((int64_t(1) << a.bs_log2) < pg.block_size) ++a.bs_log2;
+  const int64_t total_rows = g.b * g.hq * g.lq;
+  if (passes == 2) {
+    const size_t pairs = size_t(total_rows) * size_t(key_blocks);
+    char* p = static_cast<char*>(scratch(pairs * (size_t(g.dv) + 2) * sizeof(float)));
+    a.part_ml = reinterpret_cast<float2*>(p);
+    a.part_o = reinterpret_cast<float*>(p + pairs * sizeof(float2));
+  }
+  const int64_t blocks = g.b * g.hkv * key_blocks;
+  dispatch_device_float_types(dtype, "paged_attention", [&]<typename T>() {
+    if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+      with_queue(a, [&]<typename Q, int NT>() { launch_mma<T, Q, NT, Keys::kPaged>(a, blocks, passes); });
+    }
+  });
+  return true;
 }
 
 } // namespace nuvec::cu

@@ -1,6 +1,10 @@
 // nuvec: the CUDA kernels of PagedAttention and PagedWrite (vLLM's PagedAttention, Kwon et al.
 // 2023; meaning, rules and fallbacks in src/fast/attention.{h,cpp}).
 //
+// Decode (float16 / bfloat16, (Hq / Hkv) · L <= 16) runs on the tensor-core decode kernel of
+// attention_vector.cu with a paged addressing policy (attention_decode.h: paged_attention_tc);
+// the kernel below serves the rest: float32 and prefill.
+//
 // paged_attention_kernel: one block of 128 threads per (sequence b, key head, chunk of up to RR
 // query rows, split of the positions). A key head's query rows are its G = Hq / Hkv query heads
 // times the L queries, ordered r = l · G + g, so every K and V row a block loads serves all of
@@ -49,6 +53,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/device/online_softmax.cuh"
 #include "backend/cuda/fast/attention.h"
+#include "backend/cuda/fast/attention_decode.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
 #include "fast/attention.h"
@@ -575,7 +580,8 @@ __global__ void paged_write_kernel(
 
 namespace cu {
 
-/// attention.h: PagedAttention's kernels. Picks RR (4 query rows a block, or 8 when a key
+/// attention.h: PagedAttention's kernels. Decode in float16 / bfloat16 runs on the
+/// tensor-core decode kernel (paged_attention_tc); otherwise picks RR (4 query rows a block, or 8 when a key
 /// head has more), the splits, and launches paged_attention_kernel (and the combine).
 void paged_attention(
     Dtype dtype,
@@ -604,6 +610,10 @@ void paged_attention(
       g.b * g.hkv > std::numeric_limits<int32_t>::max() || g.hq * g.l > std::numeric_limits<int32_t>::max()) {
     throw std::invalid_argument("[paged_attention] sizes out of the CUDA kernels' range.");
   }
+  // Decode in float16 / bfloat16 (at most kPagedRows query rows a key head): the tensor-core
+  // decode kernel with the paged key policy (attention_vector.cu); the rest (float32, prefill,
+  // and anything it declines) runs paged_attention_kernel below.
+  if (paged_attention_tc(dtype, g, q, k_cache, v_cache, tables, lengths, out)) return;
   PagedParams p{};
   p.q = q;
   p.k = k_cache;
