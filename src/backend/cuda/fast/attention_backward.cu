@@ -9,34 +9,41 @@
 // p = 0. A row that sees no key (src/backend/common/attention.h) gives nothing to dq and dk
 // and, without sinks, dout_i / Lk to every dv_j of its key head.
 //
-// Kernels, in launch order (all on cu::stream(); deterministic: no atomics anywhere, every
-// sum runs in a fixed order):
+// Kernels, in launch order (all on cu::stream()):
 //  1. prep_kernel: a warp per query row: delta_i and lse_i · log2(e) into float32 scratch
 //     rows padded to kRowPad (so tiles read them as aligned 16-byte vectors), and, when some
 //     row may see no key, a flag per row.
 //  2. uniform_dv_kernel (only then): per (batch, key head) the sum of dout over the flagged
 //     rows of its query heads, / Lk: added to every dv row by the dk/dv kernels.
-//  3. dk/dv: a block per (batch, key head, tile of keys) keeps its keys' dk, dv in registers
-//     and walks the query tiles (of every query head of its group: GQA reduces in the
-//     block) that can see them; causal tiles no key of the block is visible to are skipped.
-//  4. dq: a block per (batch, query head, tile of queries) keeps dq in registers and walks
-//     the key tiles its queries see. Recomputing p and dp here (rather than adding dq with
-//     atomics from the dk/dv kernel, as FlashAttention-2 does) costs two more tile products
-//     but keeps dq deterministic and both kernels free of shared-memory round trips of p.
+//  3. dk/dv (and, on Hopper, dq): a block per (batch, key head, tile of keys) keeps its keys'
+//     dk, dv in registers and walks the query tiles (of every query head of its group: GQA
+//     reduces in the block) that can see them; causal tiles no key of the block is visible
+//     to are skipped.
+//  4. dq: on Hopper (wg_bwd_kernel, below) the dk/dv block also computes dS K for its keys
+//     and adds it to a float32 scratch with vector atomics (FlashAttention-2's scheme: five
+//     tile products a pair of tiles), then dq_convert_kernel scales and rounds it; dq is then
+//     not bit-reproducible run to run (the additions land in any order), dk, dv and dsinks
+//     are. Elsewhere a block per (batch, query head, tile of queries) keeps dq in registers
+//     and walks the key tiles its queries see, recomputing p and dp (two more tile products,
+//     deterministic).
 //  5. dsinks_kernel (with sinks): a block per query head, a fixed-order block reduction.
-// Steps 3 and 4 run on tensor cores (mma.sync m16n8k16, device/mma.cuh) for float16 and
-// bfloat16 with D == Dv in {64, 128} and 16-byte aligned rows: each warp owns 16 keys (dk/dv)
-// or 16 queries (dq), so p and ds go from the accumulators straight into the A operand of
-// the next product (the C layout of two n8 tiles is the A layout of one k16 step); tiles
-// stream in through cp.async, three stages deep (one barrier a step). Everything else (float32, other head sizes
-// up to 256, unaligned rows) runs the float32 SIMT kernels generic_dkdv_kernel and
-// generic_dq_kernel, which share the tile arithmetic (generic_scores).
+// The half types with D == Dv in {64, 128} and 16-byte aligned rows run on tensor cores: on
+// Hopper (sm_90a builds) the single warpgroup-MMA kernel wg_bwd_kernel (wgmma, device/
+// wgmma.cuh; two warpgroups of 64 keys, 64 queries a step, operands in 128-byte-swizzled
+// shared-memory tiles), else the mma.sync m16n8k16 kernels (device/mma.cuh): each warp owns
+// 16 keys (dk/dv) or 16 queries (dq), so p and ds go from the accumulators straight into the
+// A operand of the next product (the C layout of two n8 tiles is the A layout of one k16
+// step); tiles stream in through cp.async, three stages deep (one barrier a step).
+// Everything else (float32, other head sizes up to 256, unaligned rows) runs the float32
+// SIMT kernels generic_dkdv_kernel and generic_dq_kernel, which share the tile arithmetic
+// (generic_scores).
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "backend/cuda/device/mma.cuh"
+#include "backend/cuda/device/wgmma.cuh"
 #include "backend/cuda/fast/attention.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
@@ -77,6 +84,8 @@ struct BwdArgs {
   T* dsinks;
   int64_t lqp;      // padded rows per head
   float scale_log2; // scale · log2 e
+  float* dq_acc;    // wg_bwd_kernel's float32 dq sums (dq_convert_kernel's layout), else null
+  int64_t qtiles;   // tiles of 64 queries a head in dq_acc
 };
 
 // ---- visibility and probabilities, shared by every kernel ----------------------------------
@@ -711,6 +720,309 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(__grid_constant__ con
   store_rows<kTcThreads, D>(a.dq + (bh * g.lq + q0) * D, sq, q1 - q0, kTcRows);
 }
 
+// ---- 3 + 4 on Hopper: one wgmma kernel, dq through float32 atomics -----------------------
+
+/// 1 in device code built for sm_90a, where wg_bwd_kernel has its body (wgmma_usable).
+__device__ int wgmma_built =
+#if defined(NUVEC_WGMMA_AVAILABLE)
+    1;
+#else
+    0;
+#endif
+
+/// Shape of the Hopper kernel: two warpgroups, 128 keys a block (64 a warpgroup), 64 queries
+/// a step (FlashAttention-3's backward tile for D 128). Per step each warpgroup computes
+/// Sᵀ = K_w Qᵀ and dPᵀ = V_w dOᵀ (64 x 64, A and B from shared memory), turns them into Pᵀ
+/// and dSᵀ in registers, adds Pᵀ dO to dv and dSᵀ Q to dk (A from registers), writes dSᵀ to
+/// shared memory, and after a barrier computes its half of the columns of dQ = dS K (64 x D/2
+/// over all 128 keys) and adds it to a float32 scratch with red.global.add.v4: five products
+/// a pair of tiles instead of the two-kernel path's seven, each warpgroup-wide (64-row
+/// operands, so a byte read from shared memory feeds 4x the multiply-adds of mma.sync's
+/// 16-row warp tiles).
+constexpr int kWgThreads = 256;
+constexpr int kWgKeys = 128;
+constexpr int kWgQueries = 64;
+constexpr int kWgStages = 2; // q, dout, lse2, delta stages: the next tile loads during a step
+static_assert(kRowPad % kWgQueries == 0);
+
+/// Byte offsets of the Hopper kernel's shared memory from its 1024-aligned base (each tile in
+/// the 128-byte-swizzled layout of device/wgmma.cuh): the block's keys and values (128 x D),
+/// kWgStages stages of the step's q and dout (64 x D), dSᵀ (128 keys x 64 queries), then
+/// kWgStages stages of the step's lse2 and of its delta (64 floats each). D 128: 146 KB.
+template <int D>
+struct WgLayout {
+  static constexpr uint32_t kv_tile = kWgKeys * D * 2, q_tile = kWgQueries * D * 2;
+  static constexpr uint32_t k = 0, v = kv_tile, q = 2 * kv_tile, dout = q + kWgStages * q_tile;
+  static constexpr uint32_t ds = dout + kWgStages * q_tile;
+  static constexpr uint32_t lse2 = ds + kWgKeys * kWgQueries * 2, delta = lse2 + kWgStages * kWgQueries * 4;
+  static constexpr uint32_t end = delta + kWgStages * kWgQueries * 4;
+  static constexpr size_t bytes = end + 1024; // room to align the base up to 1024
+};
+
+/// Issues the cp.async copies of `rows` rows of D elements (row r at src + r · stride, valid
+/// while r < valid, others zero-filled) into the R-row 128-byte-swizzled tile at shared
+/// address dst, by all kWgThreads threads.
+template <int R, int D, typename T>
+__device__ __forceinline__ void async_sw128(uint32_t dst, const T* src, int64_t stride, int64_t valid) {
+  constexpr int kChunks = D / 8;
+  static_assert(R * kChunks % kWgThreads == 0);
+#pragma unroll
+  for (int i = 0; i < R * kChunks / kWgThreads; ++i) {
+    const int n = threadIdx.x + i * kWgThreads, r = n / kChunks, c = n % kChunks;
+    const bool in = r < valid;
+    cp_async_16(dst + sw128_offset<R>(r, c), in ? src + r * stride + c * 8 : src, in);
+  }
+}
+
+/// x, opaque to the optimiser (an empty asm): values computed from it inside a loop stay
+/// inside the loop.
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
+/// Byte offset of row r's 16-byte chunk c in the output staging of the Hopper kernel: rows
+/// of D elements back to back, chunks XOR-swizzled by r % 8 (so the accumulator rows g, g + 8
+/// of a warp's stores land in distinct banks).
+template <int D>
+__device__ __forceinline__ uint32_t stage_offset(int r, int c) {
+  return static_cast<uint32_t>(r * D * 2 + ((c ^ (r & 7)) << 4));
+}
+
+/// Steps 3 and 4 in one kernel on Hopper tensor cores (wgmma; float16 and bfloat16, D == Dv
+/// in {64, 128}): a block per (b, key head, 128 keys), like tc_dkdv_kernel (GQA reduced in
+/// the block, causal tiles that see none of its keys skipped), plus dq added into a.dq_acc
+/// (see dq_convert_kernel for its layout). Not deterministic in dq: the float32 additions of
+/// the key blocks land in any order. dk, dv, dsinks are.
+template <typename T, int D, bool Masked>
+__global__ void __launch_bounds__(kWgThreads, 1) wg_bwd_kernel(__grid_constant__ const BwdArgs<T> a) {
+#if defined(NUVEC_WGMMA_AVAILABLE)
+  using L = WgLayout<D>;
+  static_assert(D == 64 || D == 128);
+  constexpr int KS = D / 16;     // k16 steps over the head dimension
+  constexpr int DH = D / 2;      // dq columns of a warpgroup
+  extern __shared__ __align__(16) unsigned char wg_smem[];
+  const uint32_t raw = smem_addr(wg_smem), base = (raw + 1023u) & ~1023u;
+  unsigned char* const sbase = wg_smem + (base - raw);
+  const attention::Geometry& g = a.g;
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / kWarpSize;
+  const int lane = tid % kWarpSize, g8 = lane / 4, t4 = lane % 4;
+  const int64_t tiles = (g.lk + kWgKeys - 1) / kWgKeys;
+  const int64_t k0 = (blockIdx.x % tiles) * kWgKeys, bk = blockIdx.x / tiles;
+  const int64_t b = bk / g.hkv, hk = bk % g.hkv, group = g.group();
+  const int64_t k1 = k0 + kWgKeys < g.lk ? k0 + kWgKeys : g.lk;
+
+  async_sw128<kWgKeys, D>(base + L::k, a.k + b * g.k_stride[0] + hk * g.k_stride[1] + k0 * g.k_stride[2], g.k_stride[2], k1 - k0);
+  async_sw128<kWgKeys, D>(base + L::v, a.v + b * g.v_stride[0] + hk * g.v_stride[1] + k0 * g.v_stride[2], g.v_stride[2], k1 - k0);
+  cp_async_commit();
+
+  int64_t lo, hi;
+  query_range(g, k0, k1, lo, hi);
+  const int64_t start = lo / kWgQueries * kWgQueries;
+  const int64_t per_head = hi > lo ? (hi - start + kWgQueries - 1) / kWgQueries : 0;
+  const int64_t steps = group * per_head;
+  // Step n: query head hk · group + n / per_head, rows start + (n % per_head) · 64.
+  auto issue = [&](uint32_t base, int64_t n, int stage) {
+    const int64_t h = hk * group + n / per_head, q0 = start + (n % per_head) * kWgQueries, bh = b * g.hq + h;
+    async_sw128<kWgQueries, D>(base + L::q + stage * L::q_tile, a.q + b * g.q_stride[0] + h * g.q_stride[1] + q0 * g.q_stride[2],
+                               g.q_stride[2], g.lq - q0);
+    async_sw128<kWgQueries, D>(base + L::dout + stage * L::q_tile, a.dout + (bh * g.lq + q0) * D, D, g.lq - q0);
+    // lse2 and delta: 16 vectors each, inside the head's padded rows (q0 + 64 <= lqp).
+    if (tid < 32) {
+      const int half = tid / 16, c = tid % 16;
+      const float* src = (half ? a.delta : a.lse2) + bh * a.lqp + q0 + 4 * c;
+      cp_async_16(base + (half ? L::delta : L::lse2) + stage * kWgQueries * 4 + 16 * c, src, true);
+    }
+    cp_async_commit();
+  };
+  if (steps > 0) issue(base, 0, 0);
+
+  float dk[DH], dv[DH]; // this warpgroup's 64 keys x D (accumulator layout, N = D)
+#pragma unroll
+  for (int i = 0; i < DH; ++i) dk[i] = dv[i] = 0.f;
+  const int64_t j_lo = k0 + 64 * wg; // the warpgroup's first key
+  const int krow = 64 * wg + 16 * warp + g8; // this thread's key rows krow, krow + 8 (in the block)
+  const int lq = static_cast<int>(g.lq), lk = static_cast<int>(g.lk), off = lk - lq;
+
+  for (int64_t n = 0; n < steps; ++n) {
+    cp_async_wait<0>(); // tile n (issued a step ago; with the keys at n = 0)
+    fence_proxy_async();
+    __syncthreads(); // tile n visible; every warpgroup is done with step n − 1's stage and dS
+    // Shared addresses are derived from an opaque copy of the base each step, so that the
+    // compiler recomputes the ~50 descriptors of a step (a few integer operations each)
+    // rather than holding them all in registers across the loop.
+    const uint32_t sb = opaque(base);
+    if (n + 1 < steps) issue(sb, n + 1, static_cast<int>((n + 1) % kWgStages));
+    const int stage = static_cast<int>(n % kWgStages);
+    const int64_t h = hk * group + n / per_head, q0 = start + (n % per_head) * kWgQueries, bh = b * g.hq + h;
+    const uint32_t sq = sb + L::q + stage * L::q_tile, sdo = sb + L::dout + stage * L::q_tile;
+    // The warpgroup's 64 key rows of the K and V tiles (K-major A operands of Sᵀ and dPᵀ).
+    const uint32_t k_rows = sb + L::k + wg * 64 * 128, v_rows = sb + L::v + wg * 64 * 128;
+    const float* l_s = reinterpret_cast<const float*>(sbase + L::lse2 + stage * kWgQueries * 4);
+    const float* d_s = reinterpret_cast<const float*>(sbase + L::delta + stage * kWgQueries * 4);
+
+    // Sᵀ = K_w Qᵀ and dPᵀ = V_w dOᵀ: both operands K-major (rows of keys, rows of queries).
+    // (The first k16 step overwrites the accumulators: scale_d 0.)
+    float s[32], dp[32];
+    fence_regs(dk);
+    fence_regs(dv);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const uint32_t ko = (kk / 4) * kWgKeys * 128 + (kk % 4) * 32, qo = (kk / 4) * kWgQueries * 128 + (kk % 4) * 32;
+      Wgmma<64>::template ss<T, 0, 0>(s, sw128_desc(k_rows + ko, 16, 1024), sw128_desc(sq + qo, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const uint32_t ko = (kk / 4) * kWgKeys * 128 + (kk % 4) * 32, qo = (kk / 4) * kWgQueries * 128 + (kk % 4) * 32;
+      Wgmma<64>::template ss<T, 0, 0>(dp, sw128_desc(v_rows + ko, 16, 1024), sw128_desc(sdo + qo, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+
+    // Pᵀ while dPᵀ is still being computed. Element s[4j + e]: key krow (+8 for e >= 2),
+    // query q0 + 8j + 2 t4 (+1 for odd e).
+    wgmma_wait<1>();
+    fence_regs(s);
+    const bool full = all_visible(g, q0, q0 + kWgQueries, j_lo, j_lo + 64);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2*>(l_s + 8 * j + 2 * t4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * j + 2 * t4 + (e & 1);
+        const float lse2 = (e & 1) ? l2.y : l2.x;
+        float& x = s[4 * j + e];
+        if constexpr (Masked) {
+          x = full ? exp2_approx(x * a.scale_log2 - lse2) : prob(a, b, h, q0 + col, k0 + krow + (e >= 2 ? 8 : 0), x, lse2);
+        } else {
+          // No mask: the pair is hidden only outside the sizes or the causal window (int32
+          // arithmetic: fewer registers than prob's general path).
+          const int qi = static_cast<int>(q0) + col, kj = static_cast<int>(k0) + krow + (e >= 2 ? 8 : 0);
+          const int last = qi + off;
+          const bool vis = full || (qi < lq && kj < lk && (!g.causal || (kj <= last && (g.window == 0 || kj > last - g.window))));
+          x = vis ? exp2_approx(x * a.scale_log2 - lse2) : 0.f;
+        }
+      }
+    }
+    uint32_t pa[4][4], da[4][4]; // Pᵀ and dSᵀ as the A operands of k16 steps over the queries
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    }
+    wgmma_wait<0>();
+    fence_regs(dp);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 dl = *reinterpret_cast<const float2*>(d_s + 8 * j + 2 * t4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x));
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) da[kk][r] = pack2<T>(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+    }
+    // dSᵀ into shared memory (rows of keys, columns of queries) for dQ: fragment da[kk][r]
+    // holds row krow + 8 (r % 2), columns 16kk + 8 (r / 2) + 2 t4, +1, i.e. chunk 2kk + r / 2.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = krow + 8 * (r % 2);
+        *reinterpret_cast<uint32_t*>(sbase + L::ds + sw128_offset<kWgKeys>(row, 2 * kk + r / 2) + 4 * t4) = da[kk][r];
+      }
+    }
+
+    // dV += Pᵀ dO, dK += dSᵀ Q: B MN-major (rows = queries = K, columns = head dims = N).
+    fence_regs(pa);
+    fence_regs(da);
+    fence_regs(dk);
+    fence_regs(dv);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) Wgmma<D>::template rs<T, 1>(dv, pa[kk], sw128_desc(sdo + kk * 2048, kWgQueries * 128, 1024), 1);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) Wgmma<D>::template rs<T, 1>(dk, da[kk], sw128_desc(sq + kk * 2048, kWgQueries * 128, 1024), 1);
+    wgmma_commit();
+    fence_proxy_async();
+    __syncthreads(); // dSᵀ of both warpgroups written
+
+    // dQ[:, wg · D/2 ..] = dS K over the block's 128 keys: A = dSᵀ tile MN-major (rows = keys
+    // = K, columns = queries = M), B = the K tile MN-major (rows = keys, columns = dims = N).
+    float dq[DH / 2];
+    const uint32_t kcols = sb + L::k + (wg * DH / 64) * kWgKeys * 128 + (wg * DH % 64) * 2;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kWgKeys / 16; ++kk) {
+      Wgmma<DH>::template ss<T, 1, 1>(dq, sw128_desc(sb + L::ds + kk * 2048, kWgKeys * 128, 1024),
+                                      sw128_desc(kcols + kk * 2048, kWgKeys * 128, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(dq);
+    fence_regs(pa);
+    fence_regs(da);
+    // dq's tile in fragment order: float4 j of thread tid at (j · 256 + tid) · 4.
+    float* acc = a.dq_acc + (bh * a.qtiles + q0 / kWgQueries) * (kWgQueries * D);
+#pragma unroll
+    for (int j = 0; j < DH / 8; ++j) red_add_v4(acc + (j * kWgThreads + tid) * 4, dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+  }
+  cp_async_wait<0>(); // the key tile's copies, when there were no steps
+  __syncthreads();    // every wgmma reading the key tile is done before the staging overwrites it
+  // Stage dk (times scale) over the key tile and dv (plus the no-key rows' share) over the
+  // value tile, then store whole rows.
+  const float* u = a.uniform ? a.uniform + bk * D : nullptr;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int col = 8 * j + 2 * t4;
+    const float u0 = u ? u[col] : 0.f, u1 = u ? u[col + 1] : 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t at = stage_offset<D>(krow + 8 * r, j) + 4 * t4;
+      *reinterpret_cast<uint32_t*>(sbase + L::k + at) = pack2<T>(dk[4 * j + 2 * r] * g.scale, dk[4 * j + 2 * r + 1] * g.scale);
+      *reinterpret_cast<uint32_t*>(sbase + L::v + at) = pack2<T>(dv[4 * j + 2 * r] + u0, dv[4 * j + 2 * r + 1] + u1);
+    }
+  }
+  __syncthreads();
+  constexpr int kChunks = D / 8;
+  for (int n = tid; n < kWgKeys * kChunks; n += kWgThreads) {
+    const int r = n / kChunks, c = n % kChunks;
+    if (r < k1 - k0) {
+      const int64_t row = (bk * g.lk + k0 + r) * D + c * 8;
+      *reinterpret_cast<uint4*>(a.dk + row) = *reinterpret_cast<const uint4*>(sbase + L::k + stage_offset<D>(r, c));
+      *reinterpret_cast<uint4*>(a.dv + row) = *reinterpret_cast<const uint4*>(sbase + L::v + stage_offset<D>(r, c));
+    }
+  }
+#else
+  __trap(); // built without sm_90a: run_backward never launches this (wgmma_usable)
+#endif
+}
+
+/// dq = scale · dq_acc rounded to T. dq_acc holds, per (b, query head, tile of 64 queries),
+/// 64 · D floats in wg_bwd_kernel's fragment order: float4 j (0 .. D/16 − 1) of thread tid
+/// (warpgroup w = tid / 128, warp v = tid / 32 % 4, lane g, t) at (j · 256 + tid) · 4 holds
+/// rows 16v + g (.x, .y) and 16v + g + 8 (.z, .w), columns w · D/2 + 8j + 2t, +1. A block per
+/// tile, the same thread numbering.
+template <typename T, int D>
+__global__ void __launch_bounds__(kWgThreads) dq_convert_kernel(__grid_constant__ const BwdArgs<T> a) {
+  const attention::Geometry& g = a.g;
+  const int tid = threadIdx.x, lane = tid % kWarpSize, g8 = lane / 4, t4 = lane % 4;
+  const int64_t tile = blockIdx.x, bh = tile / a.qtiles, q0 = (tile % a.qtiles) * kWgQueries;
+  const int64_t row = q0 + 16 * ((tid / kWarpSize) % 4) + g8;
+  const float* acc = a.dq_acc + tile * (kWgQueries * D);
+#pragma unroll
+  for (int j = 0; j < D / 16; ++j) {
+    const float4 v = *reinterpret_cast<const float4*>(acc + (j * kWgThreads + tid) * 4);
+    const int col = (tid / 128) * (D / 2) + 8 * j + 2 * t4;
+    if (row < g.lq) *reinterpret_cast<uint32_t*>(a.dq + (bh * g.lq + row) * D + col) = pack2<T>(v.x * g.scale, v.y * g.scale);
+    if (row + 8 < g.lq) *reinterpret_cast<uint32_t*>(a.dq + (bh * g.lq + row + 8) * D + col) = pack2<T>(v.z * g.scale, v.w * g.scale);
+  }
+}
+
 // ---- host side ---------------------------------------------------------------------------
 
 /// Raises a kernel's dynamic shared-memory limit to `bytes` (once per kernel and size: the
@@ -733,9 +1045,44 @@ void launch(Kernel kernel, int64_t blocks, int threads, size_t smem, const A& ar
   check_launch(name);
 }
 
+/// Whether the Hopper kernel can run here: a compute capability 9.0 device whose code in
+/// this build is sm_90a (the project's default target; a plain sm_90 build compiles
+/// wg_bwd_kernel to a trap and keeps the mma.sync kernels). Asked once.
+bool wgmma_usable() {
+  static const bool ok = [] {
+    if (device_props().major != 9) return false;
+    int built = 0;
+    NUVEC_CUDA_CHECK(cudaMemcpyFromSymbol(&built, wgmma_built, sizeof(int)));
+    return built == 1;
+  }();
+  return ok;
+}
+
+/// Steps 3 and 4 on Hopper: dq_acc zeroed, wg_bwd_kernel, dq_convert_kernel.
+template <typename T, int D>
+void run_wgmma(BwdArgs<T> a) {
+  const attention::Geometry& g = a.g;
+  a.qtiles = (g.lq + kWgQueries - 1) / kWgQueries;
+  const int64_t tiles = g.b * g.hq * a.qtiles;
+  const size_t acc_bytes = size_t(tiles) * kWgQueries * D * sizeof(float);
+  a.dq_acc = static_cast<float*>(scratch(acc_bytes));
+  NUVEC_CUDA_CHECK(cudaMemsetAsync(a.dq_acc, 0, acc_bytes, stream()));
+  static const bool ok = allow_smem(wg_bwd_kernel<T, D, false>, WgLayout<D>::bytes) &&
+      allow_smem(wg_bwd_kernel<T, D, true>, WgLayout<D>::bytes);
+  (void)ok;
+  const int64_t blocks = g.b * g.hkv * ((g.lk + kWgKeys - 1) / kWgKeys);
+  if (g.has_mask) launch(wg_bwd_kernel<T, D, true>, blocks, kWgThreads, WgLayout<D>::bytes, a, "wg_bwd_kernel");
+  else launch(wg_bwd_kernel<T, D, false>, blocks, kWgThreads, WgLayout<D>::bytes, a, "wg_bwd_kernel");
+  launch(dq_convert_kernel<T, D>, tiles, kWgThreads, 0, a, "dq_convert_kernel");
+}
+
 template <typename T, int D>
 void run_tensor_cores(const BwdArgs<T>& a) {
   const attention::Geometry& g = a.g;
+  if (wgmma_usable()) {
+    run_wgmma<T, D>(a);
+    return;
+  }
   {
     constexpr size_t bytes = dkdv_smem_bytes<T, D>();
     static const bool ok = allow_smem(tc_dkdv_kernel<T, D>, bytes);
