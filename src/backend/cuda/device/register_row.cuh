@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "backend/common/math/functions.h"
 #include "backend/common/math/types.h"
 #include "backend/cuda/device/convert.cuh"
 #include "backend/cuda/device/vector.cuh"
@@ -65,6 +66,30 @@ struct RegisterRow {
         for (int j = 0; j < W; ++j) y[j] = store_as<T>(g(at(k, j)));
         store_vec<W>(dst + index(k) * W, y);
       }
+    }
+  }
+};
+
+/// exp(x − m) for a row's sums and weights, m the row's max. 16-bit element types take one
+/// FFMA and one ex2.approx.ftz: their results round to 8 or 11 bits, and the approximation's
+/// error (about 2^-22, plus the rounding of the argument x·log2e − m·log2e, under 2^-16 for
+/// |x − m| < 2^7) stays far under that half ulp; the library's expf costs a range reduction
+/// per element that made the bf16 softmax and logsumexp issue-bound on the H200. Results
+/// under 2^-126 flush to 0. float32 and float64 rows keep math::exp, the math layer's exp.
+/// Special values as exp(x − m): −inf gives 0, a −inf or +inf max with an equal x gives NaN.
+template <typename T>
+struct ShiftedExp {
+  using A = math::compute_t<T>;
+  A m;
+  A neg_m_log2e;
+  __device__ __forceinline__ explicit ShiftedExp(A max) : m(max), neg_m_log2e(-max * A(1.4426950408889634)) {}
+  __device__ __forceinline__ A operator()(A x) const {
+    if constexpr (sizeof(T) == 2) {
+      float y;
+      asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(fmaf(x, 1.4426950408889634f, neg_m_log2e)));
+      return y;
+    } else {
+      return math::exp(x - m);
     }
   }
 };

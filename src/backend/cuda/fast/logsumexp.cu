@@ -62,8 +62,8 @@ logsumexp_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t row
   const A m = cu::group_allreduce<TPR>(x.fold(cu::neg_inf<A>(), MaxNan{}), MaxNan{}, buf);
   A r = m; // NaN, or an infinite max, is the answer itself
   if (m == m && m != cu::neg_inf<A>() && m != std::numeric_limits<A>::infinity()) {
-    const A s = cu::group_allreduce<TPR>(
-        x.fold(A(0), [m](A acc, A v) { return acc + math::exp(v - m); }), Plus{}, buf);
+    const cu::ShiftedExp<T> e(m);
+    const A s = cu::group_allreduce<TPR>(x.fold(A(0), [e](A acc, A v) { return acc + e(v); }), Plus{}, buf);
     r = m + math::log(s);
   }
   if (lane == 0) out[row] = cu::store_as<T>(r);

@@ -80,9 +80,9 @@ softmax_regs_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
   cu::RegisterRow<T, TPR, VPT> x;
   x.load(in + row * n, static_cast<int>(n / kVec<T>), lane);
   const A m = cu::group_allreduce<TPR>(x.fold(neg_inf<A>(), max_no_nan<A>), MaxNoNan{}, buf);
-  const A s = cu::group_allreduce<TPR>(
-      x.fold(A(0), [m](A acc, A v) { return acc + math::exp(v - m); }), Plus{}, buf);
-  x.store_map(out + row * n, [m, s](A v) { return math::exp(v - m) / s; });
+  const cu::ShiftedExp<T> e(m);
+  const A s = cu::group_allreduce<TPR>(x.fold(A(0), [e](A acc, A v) { return acc + e(v); }), Plus{}, buf);
+  x.store_map(out + row * n, [e, s](A v) { return e(v) / s; });
 }
 
 // Unaligned rows: the same layout element by element, held as floats.
