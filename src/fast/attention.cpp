@@ -333,13 +333,11 @@ ScaledDotProductAttentionVjp::ScaledDotProductAttentionVjp(Stream stream, fast::
             // graph for q, k, v[, sinks], the lse's cotangent zero.
             const size_t n = in.size() - 3;
             std::vector<array> primals(in.begin(), in.begin() + static_cast<long>(n));
-            const int mask_at = params.has_mask ? 3 : -1;
             std::vector<int> wanted{0, 1, 2};
             if (params.has_sinks) wanted.push_back(static_cast<int>(n) - 1);
             auto f = [&](const std::vector<array>& xs) { return fast::attention_graph(xs, params, std::nullopt, stream); };
             const array& lse = in[n + 1];
             auto grads = detail::vjp(f, primals, {in[n + 2], zeros_like(lse, stream)}, wanted).second;
-            (void)mask_at;
             return grads;
           }),
       params_(params) {}

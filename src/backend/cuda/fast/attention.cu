@@ -13,18 +13,15 @@ namespace nuvec {
 
 namespace {
 
-// q, k and v with a contiguous last axis (other strides are read as they are); the mask as
-// it is (any strides), the sinks contiguous.
-std::vector<array> kernel_inputs(const std::vector<array>& in, size_t n) {
-  std::vector<array> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const array& a = in[i];
-    const bool last_ok = a.ndim() == 0 || a.shape(-1) == 1 || a.strides().back() == 1;
-    const bool is_mask_or_sinks = i >= 3;
-    if (!is_mask_or_sinks) out.push_back(last_ok ? a : cu::as_row_contiguous(a));
-    else out.push_back(a);
+// The first n inputs as the kernels read them: q, k and v with a contiguous last axis (other
+// strides are read as they are), the mask as it is (any strides), the sinks contiguous.
+std::vector<array> kernel_inputs(const std::vector<array>& in, size_t n, const fast::AttentionParams& p) {
+  std::vector<array> out(in.begin(), in.begin() + static_cast<long>(n));
+  for (int i = 0; i < 3; ++i) {
+    const array& a = out[i];
+    if (a.shape(-1) != 1 && a.strides().back() != 1) out[i] = cu::as_row_contiguous(a);
   }
+  if (p.has_sinks) out[n - 1] = cu::as_row_contiguous(out[n - 1]);
   return out;
 }
 
@@ -45,15 +42,14 @@ cu::AttentionBuffers buffers(const std::vector<array>& in, const fast::Attention
   b.k = cu::device_ptr(in[1]);
   b.v = cu::device_ptr(in[2]);
   if (p.has_mask) b.mask = cu::device_ptr(in[3]);
-  if (p.has_sinks) b.sinks = cu::device_ptr(cu::as_row_contiguous(in[p.has_mask ? 4 : 3]));
+  if (p.has_sinks) b.sinks = cu::device_ptr(in[p.has_mask ? 4 : 3]);
   return b;
 }
 
 } // namespace
 
 void ScaledDotProductAttention::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  std::vector<array> in = kernel_inputs(inputs, inputs.size());
-  if (params_.has_sinks) in.back() = cu::as_row_contiguous(in.back());
+  std::vector<array> in = kernel_inputs(inputs, inputs.size(), params_);
   if (params_.passes == 0) {
     // The tiled kernel reads q, k and v with cp.async 16-byte copies: a view that is not
     // vector-aligned (an odd offset into a cache, say) is copied to a fresh buffer first.
@@ -73,8 +69,7 @@ void ScaledDotProductAttention::eval_gpu(const std::vector<array>& inputs, std::
 void ScaledDotProductAttentionVjp::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   // inputs: q, k, v[, mask][, sinks], out, lse, dout.
   const size_t n = inputs.size() - 3;
-  std::vector<array> in = kernel_inputs(inputs, n);
-  if (params_.has_sinks) in.back() = cu::as_row_contiguous(in.back());
+  std::vector<array> in = kernel_inputs(inputs, n, params_);
   const attention::Geometry g = fast::attention_geometry(in, params_);
   cu::AttentionGradBuffers buf;
   buf.fwd = buffers(in, params_);
