@@ -9,7 +9,8 @@ bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^
 or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
 
 Usage: bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings [--only GROUP]
-GROUP: elementwise, reduce, softmax, norms, cross_entropy, rope, attention, matmul, chain.
+GROUP: elementwise, reduce, softmax, norms, cross_entropy, rope, attention, matmul, chain,
+quantized (its own table: see quantized_table).
 Attention rows compare with PyTorch's SDPA on its cuDNN backend, with a second row for its
 flash backend.
 """
@@ -21,6 +22,8 @@ import sys
 import torch
 
 PEAK_TFLOPS = {"bf16": 989.4, "f16": 989.4, "f32": 66.9}
+QUANT_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 512)
+QUANT_SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192))
 
 
 def cuda_median_ms(fn, runs=20, warmup=3, batch=10):
@@ -193,6 +196,40 @@ def torch_side(only):
                 b = torch.randn(m, m, device=dev).to(dt)
                 runs = 5 if (m == 8192 and name == "f32") else 10
                 res[f"matmul_{name}_{m}"] = cuda_median_ms(lambda: a @ b, runs=runs)
+    if want("quantized"):
+        # Beside nuvec's quantized products: the bf16 dense product x @ W.T (cuBLAS) and
+        # PyTorch's int4 kernel (torch._weight_int4pack_mm, group 128: the nearest it has to
+        # W4 g64), each op on another copy of the weights (over 256 MB in all, as nuvec's side).
+        for n, k in QUANT_SHAPES:
+            shape = f"{n}x{k}"
+            copies = max(2, -(-256 * 2**20 // (n * k * 2)))
+            dense = [torch.randn(n, k, device=dev).to(torch.bfloat16) for _ in range(copies)]
+            for m in QUANT_ROWS:
+                x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+                it = iter(range(1 << 60))
+                res[f"dense_bf16_m{m}_{shape}"] = cuda_median_ms(
+                    lambda: x @ dense[next(it) % copies].t(), runs=20 if m <= 64 else 10)
+            del dense
+            try:
+                copies4 = max(2, -(-256 * 2**20 // (n * k // 2)))
+                packed, sz = [], []
+                for _ in range(copies4):
+                    q = torch.randint(0, 16, (n, k), dtype=torch.int32, device=dev)
+                    q8 = ((q[:, ::2] << 4) | q[:, 1::2]).to(torch.uint8)
+                    packed.append(torch._convert_weight_to_int4pack(q8, 8))
+                    sz.append(torch.randn(k // 128, n, 2, device=dev).to(torch.bfloat16))
+                for m in QUANT_ROWS:
+                    x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+                    it = iter(range(1 << 60))
+
+                    def int4():
+                        j = next(it) % copies4
+                        return torch._weight_int4pack_mm(x, packed[j], 128, sz[j])
+
+                    res[f"int4pack_g128_m{m}_{shape}"] = cuda_median_ms(int4, runs=20 if m <= 64 else 10)
+                del packed, sz
+            except (RuntimeError, AttributeError) as e:
+                print(f"# torch._weight_int4pack_mm: {str(e).splitlines()[0][:100]}", file=sys.stderr)
     if want("chain"):
         xs = torch.randn(1024, device=dev)
 
@@ -271,6 +308,42 @@ def floor_ms(name, copy_gbps):
     return None
 
 
+def quantized_table(nv, th, copy_gbps):
+    """The quantized group's table: per weight shape and row count, nuvec's W4/W8 g64 time,
+    its speed-up over PyTorch's bf16 dense product and over nuvec's (both cuBLAS), PyTorch's
+    int4 kernel (g128) for comparison, and the fraction of the weight-read floor (packed w +
+    bf16 scales and biases over the copy bandwidth of this run); then the MoE rows, whose floor
+    counts the experts an op touches."""
+    print(f"\n{'quantized (bf16 x, affine g64)':34s} {'nuvec':>9s} {'dense pt':>9s} {'dense nv':>9s} "
+          f"{'int4 pt':>9s} {'pt/nuvec':>9s} {'nvd/nuvec':>9s} {'int4/nuvec':>10s} {'floor':>6s}")
+    for n, k in QUANT_SHAPES:
+        shape = f"{n}x{k}"
+        for bits in (4, 8):
+            qbytes = n * k * bits / 8 + n * (k // 64) * 2 * 2
+            for m in QUANT_ROWS:
+                name = f"qmm_w{bits}g64_bf16_m{m}_{shape}"
+                if name not in nv:
+                    continue
+                t = nv[name]
+                dpt = th.get(f"dense_bf16_m{m}_{shape}")
+                dnv = nv.get(f"dense_bf16_m{m}_{shape}")
+                i4 = th.get(f"int4pack_g128_m{m}_{shape}") if bits == 4 else None
+                fmt = lambda v: f"{v:9.4f}" if v else f"{'-':>9s}"
+                rat = lambda v, w=9: f"{v / t:{w}.2f}" if v else f"{'-':>{w}s}"
+                floor = qbytes / (copy_gbps * 1e9) * 1e3
+                print(f"{name:34s} {t:9.4f} {fmt(dpt)} {fmt(dnv)} {fmt(i4)} {rat(dpt)} {rat(dnv)} {rat(i4, 10)} "
+                      f"{floor / t:6.2f}")
+    for name, t in nv.items():
+        if not name.startswith("gather_qmm_"):
+            continue
+        # The equivalent dense-indexed product (one matrix) counts as one expert.
+        touched = nv.get("info_touched_" + name, 1.0)
+        n, k = (int(v) for v in name.rsplit("_", 1)[1].split("x"))
+        per_expert = n * k / 2 + n * (k // 64) * 2 * 2
+        fl = f"{touched * per_expert / (copy_gbps * 1e9) * 1e3 / t:6.2f}"
+        print(f"{name:44s} {t:9.4f} ms  experts touched {touched:6.1f}  floor/nuvec {fl}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nuvec", required=True)
@@ -293,6 +366,8 @@ def main():
         if name + "|flash" in th:
             tf = th[name + "|flash"]
             print(f"{'  (PyTorch flash backend)':34s} {'':11s} {tf:9.3f}ms {tf / t:14.2f}")
+    if args.only in (None, "quantized"):
+        quantized_table(nv, th, copy_gbps)
     return 0
 
 

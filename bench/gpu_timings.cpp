@@ -8,9 +8,11 @@
 // timed run): a short trace for a profiler (ncu) of every kernel the workloads launch.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -211,6 +213,112 @@ int main(int argc, char** argv) {
         report(label.c_str(), n == 8192 && dt == nx::float32 ? 5 : 10,
                [&] { return nx::matmul(a, b); });
       }
+    }
+  }
+  if (want("quantized")) {
+    // Quantized products (issue 13): affine W4 and W8, group 64, bf16 activations, M rows
+    // against N x K weights (transposed, as a linear layer), beside nuvec's dense bf16 matmul
+    // (cuBLAS) of the same shape; then mixture-of-experts decode through gather_qmm (128
+    // experts, 8 active per token, W4 g64, sorted indices). Each op reads a different copy of
+    // the weights (copies enough to exceed 256 MB, four times the L2), so that the weight
+    // read comes from device memory as in a model. bench/gpu_compare.py prints the ratios and
+    // the fraction of the weight-read floor.
+    const std::vector<int> rows = {1, 2, 4, 8, 16, 32, 64, 128, 512};
+    const std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}};
+    const double rotate_bytes = 256.0 * (1 << 20);
+    auto copies = [&](double bytes) { return std::max(2, static_cast<int>(std::ceil(rotate_bytes / bytes))); };
+    for (auto [N, K] : shapes) {
+      const std::string shape = std::to_string(N) + "x" + std::to_string(K);
+      for (int bits : {4, 8}) {
+        const double qbytes = double(N) * K * bits / 8 + double(N) * (K / 64) * 2 * 2;
+        std::vector<std::vector<nx::array>> qw;
+        for (int c = 0, n = copies(qbytes); c < n; ++c) {
+          qw.push_back(nx::quantize(rand_gpu({N, K}, nx::bfloat16), 64, bits));
+          nx::eval(qw.back());
+        }
+        for (int m : rows) {
+          nx::array x = rand_gpu({m, K}, nx::bfloat16);
+          size_t i = 0;
+          const std::string label = "qmm_w" + std::to_string(bits) + "g64_bf16_m" + std::to_string(m) + "_" + shape;
+          report(label.c_str(), m <= 64 ? 20 : 10, [&] {
+            const auto& q = qw[i++ % qw.size()];
+            return nx::quantized_matmul(x, q[0], q[1], q[2], true, 64, bits);
+          });
+        }
+      }
+      std::vector<nx::array> dense;
+      for (int c = 0, n = copies(double(N) * K * 2); c < n; ++c) dense.push_back(rand_gpu({N, K}, nx::bfloat16));
+      for (int m : rows) {
+        nx::array x = rand_gpu({m, K}, nx::bfloat16);
+        size_t i = 0;
+        const std::string label = "dense_bf16_m" + std::to_string(m) + "_" + shape;
+        report(label.c_str(), m <= 64 ? 20 : 10, [&] {
+          return nx::matmul(x, nx::transpose(dense[i++ % dense.size()]));
+        });
+      }
+    }
+    // MoE decode: each token picks 8 distinct experts at random; the (expert, token) pairs
+    // sorted by expert give rhs (sorted) and lhs (the token). 16 index sets and 4 copies of
+    // the 128 experts rotate per op. Prints the mean number of experts an op touches as
+    // "info_touched_<label> <count> 0" for the floor.
+    const int experts = 128, top = 8;
+    for (auto [N, K] : std::vector<std::pair<int, int>>{{768, 2048}, {2048, 768}}) {
+      std::vector<std::vector<nx::array>> ws;
+      for (int c = 0; c < 4; ++c) {
+        ws.push_back(nx::quantize(rand_gpu({experts, N, K}, nx::bfloat16), 64, 4));
+        nx::eval(ws.back());
+      }
+      for (int tokens : {1, 32}) {
+        std::mt19937 gen(1234 + tokens);
+        std::vector<nx::array> lhs, rhs;
+        double touched = 0;
+        for (int r = 0; r < 16; ++r) {
+          std::vector<std::pair<uint32_t, uint32_t>> pairs; // (expert, token)
+          for (int t = 0; t < tokens; ++t) {
+            std::vector<uint32_t> e(experts);
+            for (int k = 0; k < experts; ++k) e[k] = k;
+            std::shuffle(e.begin(), e.end(), gen);
+            for (int k = 0; k < top; ++k) pairs.emplace_back(e[k], t);
+          }
+          std::sort(pairs.begin(), pairs.end());
+          std::vector<uint32_t> l, h;
+          for (auto [e, t] : pairs) h.push_back(e), l.push_back(t);
+          touched += static_cast<double>(std::unique(h.begin(), h.end()) - h.begin());
+          for (size_t k = 0; k < pairs.size(); ++k) h[k] = pairs[k].first;
+          const int n = static_cast<int>(pairs.size());
+          lhs.push_back(nx::array(l.begin(), {n}, nx::uint32));
+          rhs.push_back(nx::array(h.begin(), {n}, nx::uint32));
+        }
+        nx::eval(lhs);
+        nx::eval(rhs);
+        nx::array x = rand_gpu({tokens, 1, K}, nx::bfloat16);
+        size_t i = 0;
+        const std::string label = "gather_qmm_w4g64_bf16_e128_top8_t" + std::to_string(tokens) + "_" +
+            std::to_string(N) + "x" + std::to_string(K);
+        report(label.c_str(), 20, [&] {
+          const size_t k = i++;
+          const auto& q = ws[k % ws.size()];
+          return nx::gather_qmm(x, q[0], q[1], q[2], lhs[k % lhs.size()], rhs[k % rhs.size()], true, 64, 4,
+                                "affine", true);
+        });
+        std::printf("info_touched_%s %.3f 0\n", label.c_str(), touched / 16);
+        std::fflush(stdout);
+      }
+    }
+    // The decode MoE's bytes as one QuantizedMatmul (8 experts' rows stacked, no indices and
+    // no index check): what gather_qmm's batch-1 rows would cost without the gathering.
+    {
+      std::vector<std::vector<nx::array>> qw;
+      for (int c = 0; c < 36; ++c) {
+        qw.push_back(nx::quantize(rand_gpu({8 * 768, 2048}, nx::bfloat16), 64, 4));
+        nx::eval(qw.back());
+      }
+      nx::array x = rand_gpu({1, 2048}, nx::bfloat16);
+      size_t i = 0;
+      report("gather_qmm_equiv_qmm_w4g64_bf16_m1_6144x2048", 20, [&] {
+        const auto& q = qw[i++ % qw.size()];
+        return nx::quantized_matmul(x, q[0], q[1], q[2], true, 64, 4);
+      });
     }
   }
   if (want("chain")) {

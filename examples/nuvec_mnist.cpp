@@ -1,7 +1,8 @@
 // nuvec-mnist: trains an MLP or a small CNN on Fashion-MNIST (Debian's dataset-fashion-mnist,
 // or IDX files in --data DIR) with Adam on shuffled mini-batches; prints test accuracy after
 // every epoch, saves weights and optimizer state (resumable), writes the learning curve as CSV
-// and, through gnuplot, as PNG. `nuvec-mnist --help` lists the flags.
+// and, through gnuplot, as PNG; --quantize BITS also reports the accuracy of the model with its
+// Linear layers quantized (nn::quantize). `nuvec-mnist --help` lists the flags.
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,7 @@ struct Options {
   bool resume = false;
   bool plot = true;
   int progress = -1; // -1: when stdout is a terminal
+  int quantize_bits = 0; // 0: no quantized evaluation
 };
 
 // Per-model defaults, measured to pass the targets (MLP >= 88%, CNN >= 90% test accuracy)
@@ -88,6 +90,9 @@ void print_usage(std::ostream& os) {
         "  --resume             continue from the weights and optimizer state in --out, up to\n"
         "                       --epochs in total\n"
         "  --no-plot            skip the PNG plot (the CSV is always written)\n"
+        "  --quantize BITS      after training, also report the test accuracy with the Linear\n"
+        "                       layers quantized (nn::quantize: affine, group 64, BITS 2-6 or 8;\n"
+        "                       layers whose input size is not a multiple of 64 stay float32)\n"
         "  --progress / --no-progress   force the progress bar on or off\n"
         "  --help               this text\n";
 }
@@ -151,6 +156,9 @@ Options parse_args(int argc, char** argv) {
       o.out = next();
     } else if (flag == "--resume") {
       o.resume = true;
+    } else if (flag == "--quantize") {
+      o.quantize_bits = static_cast<int>(number(next(), 2, 8));
+      if (o.quantize_bits == 7) usage_error("--quantize must be 2, 3, 4, 5, 6 or 8 bits; got 7");
     } else if (flag == "--no-plot") {
       o.plot = false;
     } else if (flag == "--progress") {
@@ -299,6 +307,23 @@ double evaluate(nn::Module& model, const Split& test, bool image_shaped) {
   }
   model.train();
   return 100.0 * static_cast<double>(correct) / test.n;
+}
+
+// Quantizes the model's Linear layers in place (nn::quantize, affine, group 64) and prints the
+// test accuracy next to the float one.
+void report_quantized(nn::Sequential& model, const Split& test, bool image_shaped, int bits, double float_acc) {
+  constexpr int kGroup = 64;
+  nn::quantize(model, kGroup, bits);
+  int quantized = 0, linear = 0;
+  for (const auto& [name, child] : model.children()) {
+    quantized += dynamic_cast<const nn::QuantizedLinear*>(child.get()) != nullptr;
+    linear += dynamic_cast<const nn::Linear*>(child.get()) != nullptr;
+  }
+  const double acc = evaluate(model, test, image_shaped);
+  std::cout << "quantized to " << bits << " bits (affine, group " << kGroup << "; " << quantized << " of "
+            << quantized + linear << " Linear layers): test accuracy " << std::fixed << std::setprecision(2)
+            << acc << "% (float32 " << float_acc << "%, change " << std::showpos << acc - float_acc
+            << std::noshowpos << " points)" << std::defaultfloat << "\n";
 }
 
 // ------------------------------------------------------------------------------------
@@ -473,9 +498,11 @@ int run(const Options& opt) {
             << opt.epochs << " epochs, seed " << opt.seed << ", device " << opt.device << "\n"
             << "data: " << opt.data << " (" << train.n << " train, " << test.n << " test images)\n";
   if (first_epoch > opt.epochs) {
+    const double acc = evaluate(*model, test, image_shaped);
     std::cout << "already trained for " << first_epoch - 1 << " epochs (--epochs " << opt.epochs
-              << "); test accuracy " << std::fixed << std::setprecision(2)
-              << evaluate(*model, test, image_shaped) << "%\n";
+              << "); test accuracy " << std::fixed << std::setprecision(2) << acc << "%\n"
+              << std::defaultfloat;
+    if (opt.quantize_bits) report_quantized(*model, test, image_shaped, opt.quantize_bits, acc);
     return 0;
   }
 
@@ -537,7 +564,10 @@ int run(const Options& opt) {
     write_plot(csv_file, png_file, "nuvec-mnist " + opt.model + " on Fashion-MNIST");
   }
   std::cout << "final test accuracy: " << std::fixed << std::setprecision(2)
-            << history.back().test_accuracy << "%\n";
+            << history.back().test_accuracy << "%\n" << std::defaultfloat;
+  if (opt.quantize_bits) {
+    report_quantized(*model, test, image_shaped, opt.quantize_bits, history.back().test_accuracy);
+  }
   return 0;
 }
 

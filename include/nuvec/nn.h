@@ -1,5 +1,5 @@
 // nuvec::nn: neural-network building blocks (MLX's mlx.nn in C++): the Module tree, layers,
-// activations, losses and the nn generator. Built on nuvec's public API only.
+// activations, losses, quantized layers and the nn generator. Built on nuvec's public API only.
 #pragma once
 
 #include "nuvec/nn/activations.h"
@@ -7,3 +7,4 @@
 #include "nuvec/nn/layers.h"
 #include "nuvec/nn/losses.h"
 #include "nuvec/nn/module.h"
+#include "nuvec/nn/quantized.h"

@@ -1142,9 +1142,12 @@ array number_of_elements(
     StreamOrDevice s = {});
 
 // ---------------------------------------------------------------------------------------
-// Quantization (src/ops/quantized.cpp): graphs of ordinary ops today (the meaning the
-// quantization kernels of issue 13 are tested against). Source: MLX 0.32's quantize,
-// dequantize, to_fp8 and from_fp8.
+// Quantization. quantize, dequantize, to_fp8 and from_fp8 (src/ops/quantized.cpp) are graphs
+// of ordinary ops: the meaning the quantized products' kernels are tested against. The
+// products (src/quantized/) record fused nodes (src/quantized/quantized.h) whose kernels read
+// the packed weights directly: src/backend/cpu/quantized/, src/backend/cuda/quantized/.
+// Source: MLX 0.32's quantize, dequantize, quantized_matmul, gather_qmm, qqmm, gather_qqmm,
+// to_fp8 and from_fp8.
 
 /// Quantizes w along its last axis in groups of group_size. Modes (defaults group_size,
 /// bits): "affine" (64, 4; groups 32/64/128, bits 2/3/4/5/6/8): per group a scale and bias
@@ -1185,6 +1188,98 @@ array dequantize(
     const std::string& mode = "affine",
     const std::optional<array>& global_scale = std::nullopt,
     std::optional<Dtype> dtype = std::nullopt,
+    StreamOrDevice s = {});
+
+/// out = x @ dequantize(w, scales, biases).T (transpose) or x @ dequantize(...) (not
+/// transpose), without materialising the dequantized matrix.
+/// Shapes: x (..., M, K); w (..., N, K * bits / 32) when transpose, else (..., K, N * bits /
+/// 32); scales, biases (..., N, K / group_size) or (..., K, N / group_size); the batch axes of
+/// x and w broadcast; out (..., M, N). Dtypes: affine: out is promote(x, scales, biases)
+/// (an integer x is promoted with the scales, as MLX), which must be real floating; fp modes:
+/// x's dtype, real floating (scales uint8 codes); float64 computes in float32 and is returned
+/// as float64. group_size, bits and mode as quantize (MLX's defaults per mode).
+/// Throws std::invalid_argument naming quantized_matmul for a non-uint32 w, w or x with fewer
+/// than 2 dimensions, scales/biases of the wrong shape or dtype, missing (affine) or extra
+/// (fp modes) biases, a last axis of x other than K, batch axes that do not broadcast, an
+/// unknown mode or a group/bit width the mode does not take.
+/// Rules: gradients for x, and for affine scales and biases (MLX's); asking for w's (or fp
+/// scales') throws std::invalid_argument. Runs: QuantizedMatmul (2-D w) or GatherQmm (batched
+/// w) nodes; CPU: dequantize-in-register dot products on the thread pool; CUDA: qmv for few
+/// rows, tensor-core qmm for more.
+array quantized_matmul(
+    array x,
+    array w,
+    array scales,
+    std::optional<array> biases = std::nullopt,
+    bool transpose = true,
+    std::optional<int> group_size = std::nullopt,
+    std::optional<int> bits = std::nullopt,
+    const std::string& mode = "affine",
+    StreamOrDevice s = {});
+
+/// Quantized matrix products of gathered matrices (mixture-of-experts):
+/// out[i...] = x_flat[lhs_indices[i...]] @ dequantize(w_flat[rhs_indices[i...]]).T (or
+/// without .T), x_flat (A, M, K) and w_flat (E, ...) the batch axes flattened; a missing
+/// index array means the operand's own batch positions (broadcast as gather_mm's).
+/// Shapes: out = broadcast(lhs_indices, rhs_indices) + (M, N). sorted_indices: rhs_indices
+/// is sorted, so a kernel reads each expert's weights once for all rows that use it.
+/// Dtypes and modes as quantized_matmul; indices integer. Throws std::invalid_argument
+/// naming gather_qmm as quantized_matmul does and for non-integer or non-broadcasting
+/// indices; std::out_of_range (at evaluation) for an index outside [0, A) or [0, E).
+/// Rules: gradient for x (scatter-added over lhs_indices) and affine scales/biases; none for
+/// w. Runs: one GatherQmm node (grouped kernels when sorted).
+array gather_qmm(
+    const array& x,
+    const array& w,
+    const array& scales,
+    const std::optional<array>& biases = std::nullopt,
+    std::optional<array> lhs_indices = std::nullopt,
+    std::optional<array> rhs_indices = std::nullopt,
+    bool transpose = true,
+    std::optional<int> group_size = std::nullopt,
+    std::optional<int> bits = std::nullopt,
+    const std::string& mode = "affine",
+    bool sorted_indices = false,
+    StreamOrDevice s = {});
+
+/// A product with both operands quantized to an fp mode: out = fq(x) @ fq(w).T, fq the value
+/// after quantize/dequantize along K ("mxfp4", "mxfp8", "nvfp4"; affine is rejected). w is
+/// either already quantized (uint32 with w_scales) or floating (quantized here).
+/// global_scale_x/_w (nvfp4 only, both or neither): the tensors' amax, as quantize's.
+/// Shapes: x (..., M, K), w (N, K) or packed (N, K * bits / 32) with w_scales (N, K /
+/// group_size); out (..., M, N) in x's dtype. Throws std::invalid_argument naming qqmm for
+/// the affine mode, a w of neither form, missing or unexpected w_scales, K not divisible by
+/// the group size, shapes that do not agree, or one global scale without the other.
+/// Rules: the gradient for x is the straight-through estimator g @ fq(w) (x's rounding
+/// treated as the identity); none for w. Runs: a QQMatmul node (CUDA: mxfp8 products on
+/// Hopper's FP8 tensor cores; the fp4 modes through E4M3, which holds every E2M1 value) or its
+/// fallback graph (CPU kernel: dequantize-in-register dot products of the rounded x).
+array qqmm(
+    array x,
+    array w,
+    const std::optional<array> w_scales = std::nullopt,
+    std::optional<int> group_size = std::nullopt,
+    std::optional<int> bits = std::nullopt,
+    const std::string& mode = "nvfp4",
+    const std::optional<array> global_scale_x = std::nullopt,
+    const std::optional<array> global_scale_w = std::nullopt,
+    StreamOrDevice s = {});
+
+/// qqmm of gathered matrices: out[i...] = fq(x_flat[lhs[i...]]) @ fq(w_flat[rhs[i...]]).T,
+/// with gather_qmm's indexing and qqmm's quantization. Throws as qqmm and gather_qmm.
+/// Runs: the graph of gathers and qqmm (sorted_indices is a hint).
+array gather_qqmm(
+    const array& x,
+    const array& w,
+    const std::optional<array>& w_scales = std::nullopt,
+    std::optional<array> lhs_indices = std::nullopt,
+    std::optional<array> rhs_indices = std::nullopt,
+    std::optional<int> group_size = std::nullopt,
+    std::optional<int> bits = std::nullopt,
+    const std::string& mode = "nvfp4",
+    const std::optional<array>& global_scale_x = std::nullopt,
+    const std::optional<array>& global_scale_w = std::nullopt,
+    bool sorted_indices = false,
     StreamOrDevice s = {});
 
 /// E4M3 (fn) code of each element as uint8, MLX's CPU rounding: nearest, ties to even;

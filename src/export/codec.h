@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "nuvec/array.h"
+#include "quantized/quant_spec.h"
 
 namespace nuvec::export_detail {
 
@@ -73,6 +74,8 @@ class Encoder {
       for (const auto& e : v) put(static_cast<const typename T::value_type&>(e));
     } else if constexpr (is_tuple_like<T>) {
       std::apply([this](const auto&... e) { (put(e), ...); }, v);
+    } else if constexpr (std::is_same_v<T, QuantSpec>) {
+      put(std::tuple{v.mode, v.group_size, v.bits});
     } else {
       static_assert(dependent_false<T>, "no .nuvecfn encoding for this type");
     }
@@ -119,6 +122,9 @@ class Decoder {
       return v;
     } else if constexpr (is_tuple_like<T>) {
       return get_tuple<T>(std::make_index_sequence<std::tuple_size_v<T>>{});
+    } else if constexpr (std::is_same_v<T, QuantSpec>) {
+      auto [mode, group_size, bits] = get<std::tuple<QuantMode, int, int>>();
+      return QuantSpec{mode, group_size, bits};
     } else {
       static_assert(dependent_false<T>, "no .nuvecfn decoding for this type");
     }

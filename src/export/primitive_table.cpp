@@ -22,6 +22,7 @@
 #include "fast/rope.h"
 #include "fast/softmax.h"
 #include "primitives/partition.h"
+#include "quantized/quantized.h"
 
 namespace nuvec::export_detail {
 
@@ -147,6 +148,11 @@ const std::vector<Row>& rows() {
       row<ScaledDotProductAttentionVjp>("ScaledDotProductAttentionVjp", R::Pinned),
       row<PagedAttention>("PagedAttention", R::Pinned),
       row<PagedWrite>("PagedWrite", R::Pinned),
+      // quantized and gathered products: the packed layout fixes the weight's shape
+      row<QuantizedMatmul>("QuantizedMatmul", R::Pinned),
+      row<GatherQmm>("GatherQmm", R::Pinned),
+      row<GatherMm>("GatherMm", R::Pinned),
+      row<QQMatmul>("QQMatmul", R::Pinned),
       // indexing
       row<GatherAxis>("GatherAxis", R::Pinned),
       row<ScatterAxis>("ScatterAxis", R::Pinned),

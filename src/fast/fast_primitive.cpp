@@ -14,12 +14,18 @@ std::vector<array> FastPrimitive::jvp(
     const std::vector<array>& primals,
     const std::vector<array>& tangents,
     const std::vector<int>& argnums) {
-  // Forward mode takes a tangent for every primal: zeros for those not differentiated.
-  std::vector<array> all;
-  all.reserve(primals.size());
-  for (const auto& p : primals) all.push_back(zeros_like(p, stream()));
-  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
-  return nuvec::jvp(fallback_, primals, all).second;
+  // Forward mode through the fallback as a function of the differentiated primals only:
+  // the others (integer indices, targets) enter as constants, since a zero tangent for an
+  // index input is refused by the gathers' rules.
+  std::vector<array> active;
+  active.reserve(argnums.size());
+  for (int a : argnums) active.push_back(primals[a]);
+  auto f = [&](const std::vector<array>& xs) {
+    std::vector<array> in = primals;
+    for (size_t i = 0; i < argnums.size(); ++i) in[argnums[i]] = xs[i];
+    return fallback_(in);
+  };
+  return nuvec::jvp(f, active, tangents).second;
 }
 
 std::vector<array> FastPrimitive::vjp(

@@ -1,8 +1,10 @@
 // nuvec::nn: the Module tree (paths, freezing, modes, weights) and value_and_grad over a
 // module's trainable parameters. Semantics follow MLX's nn.Module and nn.value_and_grad.
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "core/errors.h"
 #include "nuvec/io.h"
@@ -47,6 +49,32 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
     if (n == name) throw_invalid_argument("nn.Module", "child names must be unique; got '", name, "' twice.");
   }
   children_.emplace_back(name, std::move(child));
+}
+
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> child) {
+  if (!child) throw_invalid_argument("nn.Module.replace_child", "child '", name, "' must not be null.");
+  auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  if (it == children_.end()) {
+    throw_invalid_argument("nn.Module.replace_child", this->name(), " must have a child '", name, "'; it does not.");
+  }
+  std::shared_ptr<Module> old = std::exchange(it->second, child);
+  bool taken = false;
+  try {
+    taken = child_replaced(name, child);
+  } catch (...) {
+    it->second = std::move(old);
+    throw;
+  }
+  if (!taken) {
+    it->second = std::move(old);
+    throw_invalid_argument(
+        "nn.Module.replace_child", this->name(), " must override child_replaced to take a new child '", name,
+        "' (it calls its children through members replace_child cannot see).");
+  }
+}
+
+bool Module::child_replaced(const std::string&, const std::shared_ptr<Module>&) {
+  return false;
 }
 
 Module::Entry* Module::find_entry(const std::string& name) {

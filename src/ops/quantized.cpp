@@ -7,77 +7,11 @@
 #include <limits>
 
 #include "ops/ops_common.h"
+#include "quantized/quant_spec.h"
 
 namespace nuvec {
 
 namespace {
-
-enum class QuantMode { Affine, Mxfp4, Mxfp8, Nvfp4 };
-
-const char* mode_name(QuantMode m) {
-  switch (m) {
-    case QuantMode::Affine: return "affine";
-    case QuantMode::Mxfp4: return "mxfp4";
-    case QuantMode::Mxfp8: return "mxfp8";
-    case QuantMode::Nvfp4: return "nvfp4";
-  }
-  return "";
-}
-
-QuantMode parse_mode(const std::string& mode, const char* op) {
-  for (auto m : {QuantMode::Affine, QuantMode::Mxfp4, QuantMode::Mxfp8, QuantMode::Nvfp4}) {
-    if (mode == mode_name(m)) return m;
-  }
-  throw_invalid_argument(
-      op, "mode must be one of 'affine', 'mxfp4', 'mxfp8' or 'nvfp4'; got '", mode, "'.");
-}
-
-// MLX's per-mode defaults (quantization_params_from_mode) and, for the fp modes, the only
-// group size and bit width each accepts.
-struct QuantParams {
-  int group_size;
-  int bits;
-};
-
-QuantParams mode_defaults(QuantMode m) {
-  switch (m) {
-    case QuantMode::Affine: return {64, 4};
-    case QuantMode::Mxfp4: return {32, 4};
-    case QuantMode::Mxfp8: return {32, 8};
-    case QuantMode::Nvfp4: return {16, 4};
-  }
-  return {0, 0};
-}
-
-QuantParams resolve_params(
-    QuantMode m,
-    std::optional<int> group_size,
-    std::optional<int> bits,
-    const char* op) {
-  auto d = mode_defaults(m);
-  QuantParams p{group_size.value_or(d.group_size), bits.value_or(d.bits)};
-  if (m == QuantMode::Affine) {
-    if (p.group_size != 32 && p.group_size != 64 && p.group_size != 128) {
-      throw_invalid_argument(
-          op, "group_size must be 32, 64 or 128 for the 'affine' mode; got ", p.group_size, ".");
-    }
-    if (p.bits < 2 || p.bits > 8 || p.bits == 7) {
-      throw_invalid_argument(
-          op, "bits must be 2, 3, 4, 5, 6 or 8 for the 'affine' mode; got ", p.bits, ".");
-    }
-  } else {
-    if (p.group_size != d.group_size) {
-      throw_invalid_argument(
-          op, "group_size must be ", d.group_size, " for the '", mode_name(m), "' mode; got ",
-          p.group_size, ".");
-    }
-    if (p.bits != d.bits) {
-      throw_invalid_argument(
-          op, "bits must be ", d.bits, " for the '", mode_name(m), "' mode; got ", p.bits, ".");
-    }
-  }
-  return p;
-}
 
 array u32(uint32_t v) {
   return array(v, uint32);
@@ -299,8 +233,8 @@ std::vector<array> quantize(
     const std::optional<array>& global_scale,
     StreamOrDevice s) {
   const char* op = "quantize";
-  auto m = parse_mode(mode, op);
-  auto p = resolve_params(m, group_size, bits, op);
+  auto p = resolve_quant_spec(mode, group_size, bits, op);
+  auto m = p.mode;
   check_float_input(w, op, "w");
   if (w.ndim() < 2) {
     throw_invalid_argument(op, "w must have at least 2 dimensions; got shape ", w.shape(), ".");
@@ -330,7 +264,7 @@ array dequantize(
     std::optional<Dtype> dtype,
     StreamOrDevice s) {
   const char* op = "dequantize";
-  auto m = parse_mode(mode, op);
+  auto m = parse_quant_mode(mode, op);
   if (dtype && !issubdtype(*dtype, floating)) {
     throw_invalid_argument(op, "dtype must be a real floating dtype; got ", *dtype, ".");
   }
@@ -340,7 +274,7 @@ array dequantize(
   if (m != QuantMode::Affine && biases) {
     throw_invalid_argument(op, "biases must be absent for the '", mode, "' mode.");
   }
-  auto p = resolve_params(m, group_size, bits, op);
+  auto p = resolve_quant_spec(mode, group_size, bits, op);
   int n = dequantized_size(w, scales, biases, p.group_size, p.bits);
   auto groups_shape = split_last(w.shape(), n / p.group_size, p.group_size);
   auto out_shape = with_last(w.shape(), n);

@@ -1,7 +1,7 @@
 // nuvec: structured products composed from public ops (so derivatives and batching come from
 // their rules): hadamard_transform (butterfly steps, then an order-12/20/28 matrix by matmul),
-// block_masked_mm (masks expanded to elements), gather_mm (take_along_axis on flattened
-// batches), segmented_mm (masked inner axis). Semantics and signatures are MLX's.
+// block_masked_mm (masks expanded to elements), segmented_mm (masked inner axis). Semantics
+// and signatures are MLX's. gather_mm is a fused node: src/quantized/gather_mm.cpp.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -140,60 +140,6 @@ array block_masked_mm(
   array out = matmul(a, b, s);
   if (mask_out) out = apply_mask(out, expand_mask(op, "mask_out", *mask_out, block_size, m, n, s), s);
   return out;
-}
-
-namespace {
-
-// x's matrices stacked along one batch axis: (B, rows, cols), B the product of x's batch axes.
-array flat_batches(const array& x, StreamOrDevice s) {
-  int batch = static_cast<int>(x.size() / (static_cast<size_t>(x.shape(-2)) * x.shape(-1)));
-  if (x.shape(-2) == 0 || x.shape(-1) == 0) {
-    batch = 1;
-    for (size_t i = 0; i + 2 < x.ndim(); ++i) batch *= x.shape(static_cast<int>(i));
-  }
-  return reshape(x, {batch, x.shape(-2), x.shape(-1)}, s);
-}
-
-// The default indices: each matrix of x by its own position, shaped like x's batch axes.
-array own_positions(const array& x, StreamOrDevice s) {
-  Shape batch(x.shape().begin(), x.shape().end() - 2);
-  int count = 1;
-  for (int d : batch) count *= d;
-  return reshape(arange(count, s), batch, s);
-}
-
-} // namespace
-
-array gather_mm(
-    array a,
-    array b,
-    std::optional<array> lhs_indices,
-    std::optional<array> rhs_indices,
-    bool sorted_indices,
-    StreamOrDevice s) {
-  const char* op = "gather_mm";
-  check_matrices(op, a, b);
-  array li = lhs_indices ? *lhs_indices : own_positions(a, s);
-  array ri = rhs_indices ? *rhs_indices : own_positions(b, s);
-  check_integer(op, "lhs_indices", li);
-  check_integer(op, "rhs_indices", ri);
-  Shape batch;
-  try {
-    batch = broadcast_shapes(li.shape(), ri.shape());
-  } catch (const std::invalid_argument&) {
-    throw_invalid_argument(op, "lhs_indices and rhs_indices must broadcast; got shapes ", li.shape(), " and ", ri.shape(), ".");
-  }
-  int count = 1;
-  for (int d : batch) count *= d;
-  auto gather = [&](const array& x, const array& idx) {
-    array flat = reshape(broadcast_to(idx, batch, s), {count, 1, 1}, s);
-    return take_along_axis(flat_batches(x, s), flat, 0, s);
-  };
-  array out = matmul(gather(a, li), gather(b, ri), s);
-  Shape shape = batch;
-  shape.push_back(a.shape(-2));
-  shape.push_back(b.shape(-1));
-  return reshape(out, shape, s);
 }
 
 array segmented_mm(array a, array b, array segments, StreamOrDevice s) {

@@ -253,6 +253,18 @@ class Sequential : public Module {
   Module& operator[](size_t i) const;
   array forward(const array& x) override;
 
+ protected:
+  /// Points layer i at the replacement of child "layers.i" (nn::quantize, replace_child).
+  bool child_replaced(const std::string& name, const std::shared_ptr<Module>& child) override {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (name == "layers." + std::to_string(i)) {
+        layers_[i] = child;
+        return true;
+      }
+    }
+    return false;
+  }
+
  private:
   std::vector<std::shared_ptr<Module>> layers_;
 };

@@ -89,7 +89,23 @@ class Module {
   /// Every module of the tree with its path ("" for this one), parents before children.
   std::vector<std::pair<std::string, Module*>> named_modules();
 
+  /// Puts `child` in place of the direct child registered as `name` (how nn::quantize swaps
+  /// a Linear for a QuantizedLinear, as MLX's update_modules does). Only modules that say how
+  /// they reach their children take a replacement (see child_replaced): the swap is undone
+  /// and std::invalid_argument ("[nn.Module.replace_child] ...") thrown when this module
+  /// does not, so forward() never keeps running the old layer. Also throws when there is no
+  /// child `name` or `child` is null. Other parents sharing the old child keep it.
+  void replace_child(const std::string& name, std::shared_ptr<Module> child);
+
  protected:
+  /// Run by replace_child once children() holds `child` under `name`. A module that calls
+  /// its children through members of its own (Sequential's layer list, a
+  /// std::shared_ptr<Module> field) points those members at `child` and returns true. The
+  /// default returns false (the module has not said how it reaches its children), which
+  /// makes replace_child refuse. A member typed as a concrete layer (shared_ptr<Linear>)
+  /// cannot hold a QuantizedLinear: such a module should keep returning false.
+  virtual bool child_replaced(const std::string& name, const std::shared_ptr<Module>& child);
+
   /// Adds a parameter with a local name (no dots). Throws std::invalid_argument for a
   /// duplicate or dotted name.
   void register_parameter(const std::string& name, array value);

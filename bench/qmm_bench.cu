@@ -1,0 +1,521 @@
+// nuvec bench: the tensor-core quantized product (src/backend/cuda/quantized/qmm.cu) alone,
+// against cuBLAS's bf16 GEMM of the same shape. Standalone: qmm.cu is compiled into this
+// file with the few runtime functions it calls defined below (stream, scratch, checks), so
+// it runs before the library links. First checks every covered format (affine 2/4/8 bits,
+// groups 32/64/128; mxfp4, mxfp8, nvfp4), float16 and bfloat16, odd sizes (M 9, 17, 64,
+// 130, N not a multiple of 128), gathered entries (unsorted, M > 8 each), the sorted
+// one-row-per-entry grouping and out-of-range indices, against a host float64 sum over the
+// dequantized weights rounded to T (the fallback graph's dequantize(w) in T); the output is
+// poisoned first, so unwritten elements fail; the swapped kernel (M <= 256, affine 4/8 bits)
+// gets its own cases (odd groups per row, every token tile, forced split counts). Then times (events, median of 7 loops of 20
+// after warm-up, weights rotated over buffers larger than L2, random data):
+//   qmm    the product (both kernels when K is split),
+//   bf16   cublasGemmEx bf16 x bf16 -> bf16, float32 compute.
+// Build (from the repository root):
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+//     --extended-lambda -DNUVEC_WITH_CUDA=1 -Iinclude -Isrc bench/qmm_bench.cu -lcublas \
+//     -o build/bench/qmm_bench
+//   tiled  H3's dequantize-to-shared kernel, where qmm now takes the swapped one (M <= 256).
+// Run: qmm_bench [check | few] [time | variants]  (check and time by default; few: a subset
+// of the checks, for the sanitizers; variants: time the swapped kernel's token tiles and
+// split counts too). A summary table (ratios to cuBLAS) comes last.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/quantized/qmm.cu"
+
+// ---- the runtime functions qmm.cu calls (src/backend/cuda/runtime/runtime.h) ----
+namespace nuvec::cu {
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    std::printf("CUDA error %s: %s\n", what, cudaGetErrorString(err));
+    std::exit(1);
+  }
+}
+void check_launch(const char* kernel) {
+  check(cudaGetLastError(), kernel);
+}
+cudaStream_t stream() {
+  return nullptr;
+}
+const cudaDeviceProp& device_props() {
+  static cudaDeviceProp p = [] {
+    cudaDeviceProp q;
+    check(cudaGetDeviceProperties(&q, 0), "props");
+    return q;
+  }();
+  return p;
+}
+// One growing buffer: the bench runs one product at a time on the default stream.
+void* scratch(size_t bytes) {
+  static void* buf = nullptr;
+  static size_t cap = 0;
+  if (bytes > cap) {
+    if (buf) check(cudaFree(buf), "free");
+    check(cudaMalloc(&buf, bytes), "scratch");
+    cap = bytes;
+  }
+  return buf;
+}
+} // namespace nuvec::cu
+
+using namespace nuvec;
+
+namespace {
+
+#define CK(e) ::nuvec::cu::check((e), #e)
+
+uint16_t f2h(float f, bool bf) {
+  if (bf) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+  }
+  __half h = __float2half_rn(f);
+  uint16_t r;
+  std::memcpy(&r, &h, 2);
+  return r;
+}
+float h2f(uint16_t v, bool bf) {
+  if (bf) {
+    uint32_t u = uint32_t(v) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  __half h;
+  std::memcpy(&h, &v, 2);
+  return __half2float(h);
+}
+float round_t(float f, bool bf) {
+  return h2f(f2h(f, bf), bf);
+}
+
+template <typename V>
+V* to_dev(const std::vector<V>& v) {
+  V* p = nullptr;
+  CK(cudaMalloc(&p, std::max<size_t>(v.size(), 1) * sizeof(V)));
+  if (!v.empty()) CK(cudaMemcpy(p, v.data(), v.size() * sizeof(V), cudaMemcpyHostToDevice));
+  return p;
+}
+
+struct Weights {
+  QuantSpec spec;
+  int64_t E, N, K;
+  std::vector<uint32_t> w;
+  std::vector<uint16_t> s16, b16; // affine scales / biases in T
+  std::vector<uint8_t> s8;        // fp scale codes
+  std::vector<float> deq;         // (E, N, K) dequantized, rounded to T
+};
+
+Weights make_weights(std::mt19937& g, QuantSpec sp, int64_t E, int64_t N, int64_t K, bool bf) {
+  Weights W{sp, E, N, K};
+  const int64_t kw = K * sp.bits / 32, kg = K / sp.group_size;
+  W.w.resize(E * N * kw);
+  std::uniform_int_distribution<uint32_t> bits32;
+  for (auto& x : W.w) x = bits32(g);
+  if (sp.mode == QuantMode::Mxfp8) { // no NaN codes
+    for (int64_t i = 0; i < E * N * K; ++i) {
+      const int64_t bit = i * 8;
+      uint32_t& word = W.w[bit / 32];
+      if (((word >> (bit % 32)) & 0x7Fu) == 0x7Fu) word &= ~(1u << (bit % 32));
+    }
+  }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  if (sp.mode == QuantMode::Affine) {
+    W.s16.resize(E * N * kg), W.b16.resize(E * N * kg);
+    const float qmax = float((1 << sp.bits) - 1);
+    for (size_t i = 0; i < W.s16.size(); ++i) {
+      W.s16[i] = f2h((0.5f + std::fabs(nd(g))) * 2.0f / qmax, bf);
+      W.b16[i] = f2h(nd(g), bf);
+    }
+  } else {
+    const bool nv = sp.mode == QuantMode::Nvfp4;
+    std::uniform_int_distribution<int> sd(nv ? 0x30 : 122, nv ? 0x40 : 130);
+    W.s8.resize(E * N * kg);
+    for (auto& s : W.s8) s = static_cast<uint8_t>(sd(g));
+  }
+  W.deq.resize(E * N * K);
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t n = 0; n < N; ++n) {
+      const uint32_t* row = W.w.data() + (e * N + n) * kw;
+      for (int64_t k = 0; k < K; ++k) {
+        const uint32_t q = math::quant_code(row, k, sp.bits);
+        const int64_t gi = (e * N + n) * kg + k / sp.group_size;
+        float v;
+        if (sp.mode == QuantMode::Affine) {
+          v = h2f(W.s16[gi], bf) * float(q) + h2f(W.b16[gi], bf);
+        } else {
+          v = math::fp_code_value(sp.bits, q) * math::fp_scale_value(sp.mode, W.s8[gi]);
+        }
+        W.deq[(e * N + n) * K + k] = round_t(v, bf);
+      }
+    }
+  }
+  return W;
+}
+
+// One product checked against the host: out[b] = x[lhs[b]] . deq(W[rhs[b]])^T.
+bool check_product(const char* what, std::mt19937& g, QuantSpec sp, bool bf, int64_t M, int64_t N, int64_t K,
+                   int64_t batch, int64_t A, int64_t E, std::vector<uint32_t> lhs, std::vector<uint32_t> rhs,
+                   bool sorted, bool expect_error = false) {
+  Weights W = make_weights(g, sp, E, N, K, bf);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> x(A * M * K);
+  for (auto& v : x) v = f2h(nd(g), bf);
+  auto* dx = to_dev(x);
+  auto* dw = to_dev(W.w);
+  void* ds = sp.mode == QuantMode::Affine ? static_cast<void*>(to_dev(W.s16)) : static_cast<void*>(to_dev(W.s8));
+  void* db = sp.mode == QuantMode::Affine ? static_cast<void*>(to_dev(W.b16)) : nullptr;
+  uint16_t* dout = nullptr;
+  CK(cudaMalloc(&dout, batch * M * N * 2));
+  CK(cudaMemset(dout, 0xFF, batch * M * N * 2)); // NaN in both types
+  uint32_t* dl = lhs.empty() ? nullptr : to_dev(lhs);
+  uint32_t* dr = rhs.empty() ? nullptr : to_dev(rhs);
+  cu::IndexError* derr = nullptr;
+  CK(cudaMalloc(&derr, sizeof(cu::IndexError)));
+  CK(cudaMemset(derr, 0, sizeof(cu::IndexError)));
+
+  cu::QmmArgs a;
+  a.spec = sp;
+  a.dtype = bf ? bfloat16 : float16;
+  a.batch = batch, a.M = M, a.N = N, a.K = K, a.x_count = A, a.w_count = E;
+  a.x = dx, a.w = dw, a.scales = ds, a.biases = db, a.out = dout;
+  a.lhs = dl, a.rhs = dr, a.sorted = sorted, a.err = derr;
+  bool ok = true;
+  if (!cu::qmm_covers(a)) {
+    std::printf("FAIL %s: not covered\n", what);
+    return false;
+  }
+  cu::qmm(a);
+  CK(cudaDeviceSynchronize());
+  std::vector<uint16_t> out(batch * M * N);
+  CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
+  cu::IndexError herr;
+  CK(cudaMemcpy(&herr, derr, sizeof(herr), cudaMemcpyDeviceToHost));
+  if (expect_error != (herr.flag != 0)) {
+    std::printf("FAIL %s: error flag %d (expected %d)\n", what, herr.flag, int(expect_error));
+    ok = false;
+  }
+  double num = 0, den = 0, worst = 0;
+  int64_t bad = 0, checked = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t l = lhs.empty() ? 0 : lhs[b], e = rhs.empty() ? 0 : rhs[b];
+    if (l >= A || e >= E) continue; // skipped rows: the caller zeroes the output
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = double(h2f(x[(l * M + m) * K + k], bf)) * W.deq[(e * N + n) * K + k];
+          ref += p;
+          mag += p * p;
+        }
+        const double got = h2f(out[(b * M + m) * N + n], bf);
+        const double d = std::fabs(got - ref);
+        // Output rounding (2^-8 / 2^-11 relative) plus float32 summation of K terms.
+        const double tol = (bf ? 8e-3 : 1e-3) * std::fabs(ref) + 1e-5 * std::sqrt(mag * K) + 1e-6;
+        if (!(d <= tol)) {
+          if (bad < 3) std::printf("  %s b=%lld m=%lld n=%lld: got %g want %g\n", what, (long long)b, (long long)m, (long long)n, got, ref);
+          ++bad;
+        }
+        num += (got - ref) * (got - ref);
+        den += ref * ref;
+        worst = std::max(worst, d / (std::sqrt(mag) + 1e-30));
+        ++checked;
+      }
+    }
+  }
+  const double rel = std::sqrt(num / std::max(den, 1e-300));
+  if (bad > 0 || !(rel < (bf ? 5e-3 : 1e-3))) ok = false;
+  std::printf("%s %-48s rel %.2e  bad %lld / %lld\n", ok ? "ok  " : "FAIL", what, rel, (long long)bad, (long long)checked);
+  cudaFree(dx), cudaFree(dw), cudaFree(ds), cudaFree(db), cudaFree(dout), cudaFree(dl), cudaFree(dr), cudaFree(derr);
+  return ok;
+}
+
+// few: one format and type (for the slow sanitizer tools).
+int run_checks(bool few) {
+  std::mt19937 g(1234);
+  int fails = 0;
+  struct F {
+    const char* name;
+    QuantSpec sp;
+  };
+  const F formats[] = {{"affine4 g64", {QuantMode::Affine, 64, 4}}, {"affine4 g32", {QuantMode::Affine, 32, 4}},
+                       {"affine4 g128", {QuantMode::Affine, 128, 4}}, {"affine8 g64", {QuantMode::Affine, 64, 8}},
+                       {"affine8 g32", {QuantMode::Affine, 32, 8}},   {"affine8 g128", {QuantMode::Affine, 128, 8}},
+                       {"affine2 g64", {QuantMode::Affine, 64, 2}},   {"mxfp4", {QuantMode::Mxfp4, 32, 4}},
+                       {"mxfp8", {QuantMode::Mxfp8, 32, 8}},          {"nvfp4", {QuantMode::Nvfp4, 16, 4}}};
+  for (const F& f : formats) {
+    // few: affine 4 bits g64 in bfloat16 and affine 8 bits g64 in float16 (both kernels' paths).
+    if (few && &f != formats && &f != formats + 3) continue;
+    for (bool bf : {true, false}) {
+      if (few && bf != (&f == formats)) continue;
+      for (int64_t M : {9, 17, 64, 130}) {
+        const int64_t N = M == 130 ? 136 : 200, K = M == 64 ? 1024 : 384;
+        const std::string what = std::string(f.name) + (bf ? " bf16" : " f16") + " M=" + std::to_string(M) +
+            " N=" + std::to_string(N) + " K=" + std::to_string(K);
+        fails += !check_product(what.c_str(), g, f.sp, bf, M, N, K, 1, 1, 1, {}, {}, false);
+      }
+    }
+  }
+  const QuantSpec a4{QuantMode::Affine, 64, 4};
+  // The swapped kernel (affine 4/8 bits, 8 < M <= 256): every token tile shape (16, 32, 64,
+  // 128 tokens), partial token and row tiles, rows whose first scale is the upper half of a
+  // 4-byte word (groups per row odd: K 448 g64, K 2368 g64), split K with 2..16 splits.
+  for (int bits : {4, 8}) {
+    for (bool bf : {true, false}) {
+      const QuantSpec sp{QuantMode::Affine, 64, bits};
+      const char* tn = bf ? "bf16" : "f16";
+      const std::string b = "swap affine" + std::to_string(bits) + " " + tn;
+      fails += !check_product((b + " M=40 N=264 K=448 (odd groups/row)").c_str(), g, sp, bf, 40, 264, 448, 1, 1, 1, {}, {}, false);
+      fails += !check_product((b + " M=256 N=136 K=320").c_str(), g, sp, bf, 256, 136, 320, 1, 1, 1, {}, {}, false);
+      fails += !check_product((b + " M=33 N=128 K=2368 (split, odd)").c_str(), g, sp, bf, 33, 128, 2368, 1, 1, 1, {}, {}, false);
+      if (few) continue;
+      fails += !check_product((b + " M=200 N=392 K=1024 g128").c_str(), g, {QuantMode::Affine, 128, bits}, bf, 200, 392, 1024, 1, 1, 1, {}, {}, false);
+      fails += !check_product((b + " M=12 N=1024 K=2048 g32 (split)").c_str(), g, {QuantMode::Affine, 32, bits}, bf, 12, 1024, 2048, 1, 1, 1, {}, {}, false);
+    }
+  }
+  // Forced split counts (the test hook), one above the default's choice.
+  for (int s : {2, 3, 16}) {
+    cu::swap::force_splits = s;
+    fails += !check_product(("swap forced splits=" + std::to_string(s) + " M=100 N=256 K=1024").c_str(), g, a4, true, 100, 256, 1024, 1, 1, 1, {}, {}, false);
+  }
+  cu::swap::force_splits = 0;
+  // M over 256: the tiled kernel.
+  fails += !check_product("tiled affine4 bf16 M=300 N=136 K=256", g, a4, true, 300, 136, 256, 1, 1, 1, {}, {}, false);
+  // Gathered, unsorted, 20 rows per entry.
+  fails += !check_product("gather unsorted M=20 B=5 A=3 E=4", g, a4, true, 20, 136, 256, 5, 3, 4, {2, 0, 1, 1, 2},
+                          {3, 1, 0, 3, 2}, false);
+  // Sorted, one row per entry (MoE prefill), grouped tiles; and one row per entry unsorted.
+  {
+    std::vector<uint32_t> l(70), r(70);
+    for (int i = 0; i < 70; ++i) l[i] = (i * 7) % 40, r[i] = (i * 6) / 70;
+    fails += !check_product("gather sorted M=1 B=70 A=40 E=6", g, a4, true, 1, 264, 512, 70, 40, 6, l, r, true);
+    fails += !check_product("gather sorted M=3 B=70 A=40 E=6 f16", g, {QuantMode::Affine, 32, 8}, false, 3, 200, 256, 70,
+                            40, 6, l, r, true);
+    // Out of range: an lhs and an rhs past their axes (recorded, rows skipped).
+    l[5] = 40, r[69] = 6;
+    fails += !check_product("gather sorted, bad lhs and rhs", g, a4, true, 1, 136, 256, 70, 40, 6, l, r, true, true);
+  }
+  {
+    std::vector<uint32_t> l = {0, 1}, r = {0, 5};
+    fails += !check_product("gather M=16, rhs past E", g, a4, false, 16, 136, 256, 2, 2, 3, l, r, false, true);
+  }
+  // K split (few tiles, long K).
+  fails += !check_product("affine4 bf16 M=17 N=256 K=4096 (split K)", g, a4, true, 17, 256, 4096, 1, 1, 1, {}, {}, false);
+  std::printf("checks: %d failed\n", fails);
+  return fails;
+}
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename Fn>
+float time_us(Fn&& fn, int rot) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3 * rot; ++i) fn(i % rot);
+  std::vector<float> t;
+  for (int rep = 0; rep < 7; ++rep) {
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < 20; ++i) fn(i % rot);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1000.0f / 20);
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return median(t);
+}
+
+__global__ void fill_random(uint32_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
+    p[i] = h;
+  }
+}
+// bf16 values in [-1, 1) from random bits (sign, exponent 126 or 125, random mantissa).
+__global__ void fill_bf16(uint16_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
+    p[i] = static_cast<uint16_t>((h & 0x807Fu) | ((125u + ((h >> 8) & 1u)) << 7));
+  }
+}
+
+struct Row {
+  int64_t N, K, M;
+  int bits;
+  float qmm, tiled, bf16;
+};
+std::vector<Row> summary;
+
+void run_timings(bool variants) {
+  cublasHandle_t h;
+  cublasCreate(&h);
+  const int64_t NK[4][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}};
+  const int64_t Ms[] = {16, 32, 64, 128, 256, 512, 1024, 4096};
+  std::printf("\n%-6s %-6s %-6s %5s %10s %10s %10s %10s %8s %8s\n", "N", "K", "M", "bits", "qmm_us", "tiled_us", "bf16_us",
+              "ratio", "qmm_TF", "bf16_TF");
+  for (auto& nk : NK) {
+    const int64_t N = nk[0], K = nk[1];
+    const int64_t wbytes16 = N * K * 2;
+    const int rot16 = static_cast<int>(std::max<int64_t>(1, (200ll << 20) / wbytes16 + 1));
+    std::vector<uint16_t*> wb(rot16);
+    for (auto& p : wb) {
+      CK(cudaMalloc(&p, wbytes16));
+      fill_bf16<<<1024, 256>>>(p, N * K, 7);
+    }
+    uint16_t *x, *out;
+    CK(cudaMalloc(&x, 4096 * K * 2));
+    CK(cudaMalloc(&out, 4096 * N * 2));
+    fill_bf16<<<1024, 256>>>(x, 4096 * K, 3);
+    for (int bits : {4, 8}) {
+      const QuantSpec sp{QuantMode::Affine, 64, bits};
+      const int64_t qbytes = N * K * bits / 8 + N * (K / 64) * 4;
+      const int rotq = static_cast<int>(std::max<int64_t>(1, (200ll << 20) / qbytes + 1));
+      std::vector<uint32_t*> qw(rotq);
+      std::vector<uint16_t*> qs(rotq), qb(rotq);
+      for (int r = 0; r < rotq; ++r) {
+        CK(cudaMalloc(&qw[r], N * K * bits / 8));
+        CK(cudaMalloc(&qs[r], N * (K / 64) * 2));
+        CK(cudaMalloc(&qb[r], N * (K / 64) * 2));
+        fill_random<<<1024, 256>>>(qw[r], N * K * bits / 32, 11 + r);
+        fill_bf16<<<256, 256>>>(qs[r], N * (K / 64), 5 + r);
+        fill_bf16<<<256, 256>>>(qb[r], N * (K / 64), 9 + r);
+      }
+      CK(cudaDeviceSynchronize());
+      for (int64_t M : Ms) {
+        cu::QmmArgs a;
+        a.spec = sp;
+        a.dtype = bfloat16;
+        a.M = M, a.N = N, a.K = K;
+        a.x = x, a.out = out;
+        float tq = time_us([&](int r) {
+          a.w = qw[r], a.scales = qs[r], a.biases = qb[r];
+          cu::qmm(a);
+        }, rotq);
+        CK(cudaGetLastError());
+        // H3's tiled kernel (what qmm ran before the swapped kernel), where qmm now differs.
+        const float tt = cu::swap::covers(a) ? time_us([&](int r) {
+          a.w = qw[r], a.scales = qs[r], a.biases = qb[r];
+          cu::launch_for_format<__nv_bfloat16>(a);
+        }, rotq) : tq;
+        const float one = 1.0f, zero = 0.0f;
+        float tb = time_us([&](int r) {
+          cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, wb[r], CUDA_R_16BF, int(K), x,
+                       CUDA_R_16BF, int(K), &zero, out, CUDA_R_16BF, int(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        }, rot16);
+        const double fl = 2.0 * M * N * K;
+        std::printf("%-6lld %-6lld %-6lld %5d %10.2f %10.2f %10.2f %10.2f %8.1f %8.1f\n", (long long)N, (long long)K,
+                    (long long)M, bits, tq, tt, tb, tq / tb, fl / tq * 1e-6, fl / tb * 1e-6);
+        summary.push_back({N, K, M, bits, tq, tt, tb});
+        std::fflush(stdout);
+      }
+      if (variants) { // the swapped kernel's split counts and token tiles (same TU), M <= 256
+        for (int64_t M : {16, 32, 64, 128, 256}) {
+          cu::QmmArgs a;
+          a.spec = sp;
+          a.dtype = bfloat16;
+          a.M = M, a.N = N, a.K = K;
+          a.x = x, a.out = out;
+          auto t = [&](auto launch_fn, int splits) {
+            cu::swap::force_splits = splits;
+            const float us = time_us([&](int r) {
+              a.w = qw[r], a.scales = qs[r], a.biases = qb[r];
+              launch_fn(a);
+            }, rotq);
+            cu::swap::force_splits = 0;
+            return us;
+          };
+          using namespace cu::swap;
+          std::printf("variants N=%lld K=%lld M=%lld bits=%d:", (long long)N, (long long)K, (long long)M, bits);
+          for (int sp_ : {1, 2, 4, 8, 16}) {
+            if (bits == 4) {
+              if (M <= 64) std::printf(" t64/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg64>, sp_));
+              if (M > 32) std::printf(" t128/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg128>, sp_));
+              if (M <= 16) std::printf(" t16/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg16>, sp_));
+              if (M == 32) std::printf(" t32/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg32>, sp_));
+            } else {
+              if (M <= 64) std::printf(" t64/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg64>, sp_));
+              if (M > 32) std::printf(" t128/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg128>, sp_));
+              if (M <= 16) std::printf(" t16/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg16>, sp_));
+              if (M == 32) std::printf(" t32/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg32>, sp_));
+            }
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+      for (int r = 0; r < rotq; ++r) cudaFree(qw[r]), cudaFree(qs[r]), cudaFree(qb[r]);
+    }
+    for (auto p : wb) cudaFree(p);
+    cudaFree(x), cudaFree(out);
+  }
+  cublasDestroy(h);
+  // The short table last: qmm / cuBLAS bf16 per shape and M (W4 | W8), and the tiled kernel's.
+  std::printf("\nsummary: qmm_us / bf16_us (ratio; < 1 is faster than cuBLAS), tiled kernel's ratio in ()\n");
+  std::printf("%-12s %5s %26s %26s\n", "NxK", "M", "W4 g64", "W8 g64");
+  for (size_t i = 0; i < summary.size(); ++i) {
+    const Row& r = summary[i];
+    if (r.bits != 4) continue;
+    for (const Row& q : summary) {
+      if (q.bits != 8 || q.N != r.N || q.K != r.K || q.M != r.M) continue;
+      std::printf("%5lldx%-6lld %5lld %7.1f/%-6.1f %4.2f (%4.2f) %7.1f/%-6.1f %4.2f (%4.2f)\n", (long long)r.N, (long long)r.K,
+                  (long long)r.M, r.qmm, r.bf16, r.qmm / r.bf16, r.tiled / r.bf16, q.qmm, q.bf16, q.qmm / q.bf16,
+                  q.tiled / q.bf16);
+    }
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool check = argc < 2, timing = argc < 2, few = false, variants = false;
+  for (int i = 1; i < argc; ++i) {
+    check |= std::string(argv[i]) == "check";
+    few |= std::string(argv[i]) == "few";
+    variants |= std::string(argv[i]) == "variants";
+    timing |= variants;
+    check |= few;
+    timing |= std::string(argv[i]) == "time";
+  }
+  if (argc > 1 && std::string(argv[1]) == "prof") { // a few launches for a profiler: M 16 and 4096, 4096^2, 4 bits
+    const int64_t N = 4096, K = 4096;
+    void *x, *w, *sc, *out;
+    CK(cudaMalloc(&x, 4096 * K * 2));
+    CK(cudaMalloc(&w, N * K / 2));
+    CK(cudaMalloc(&sc, N * K / 64 * 2));
+    CK(cudaMalloc(&out, 4096 * N * 2));
+    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(x), 4096 * K, 3);
+    fill_random<<<1024, 256>>>(static_cast<uint32_t*>(w), N * K / 8, 5);
+    fill_bf16<<<256, 256>>>(static_cast<uint16_t*>(sc), N * K / 64, 7);
+    for (int64_t M : {16, 4096}) {
+      cu::QmmArgs a;
+      a.spec = {QuantMode::Affine, 64, 4};
+      a.dtype = bfloat16;
+      a.M = M, a.N = N, a.K = K;
+      a.x = x, a.w = static_cast<uint32_t*>(w), a.scales = sc, a.biases = sc, a.out = out;
+      for (int i = 0; i < 2; ++i) cu::qmm(a);
+    }
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  int fails = 0;
+  if (check) fails = run_checks(few);
+  if (timing) run_timings(variants);
+  return fails == 0 ? 0 : 1;
+}

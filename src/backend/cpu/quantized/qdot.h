@@ -1,0 +1,394 @@
+// nuvec: the CPU core of the quantized products (QuantizedMatmul, GatherQmm, QQMatmul:
+// quantized_matmul.cpp, qqmm.cpp) and the batch gathering it shares with GatherMm
+// (gather_mm.cpp). Meaning: src/quantized/quantized.h; the number formats and MLX's packing:
+// backend/common/math/quant.h. The weight is decoded a word at a time in vector registers
+// into a small float32 buffer (two rows of w when packed along K, four when packed along N),
+// which then serves every row of a chunk of x before the next is decoded: the decode costs
+// once per 32 rows of x. Sums run in float32 lane partials whose order this code fixes
+// (every vector version of cpu/simd.h gives the same bits).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend/common/dispatch.h"
+#include "backend/common/math/quant.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/simd.h"
+#include "backend/cpu/thread_pool.h"
+#include "core/errors.h"
+#include "nuvec/array.h"
+#include "quantized/quant_spec.h"
+
+namespace nuvec::cpu::qdot {
+
+/// One packed matrix (a w[e] of a batch), row-contiguous: `rows` rows of `words` uint32
+/// words (codes along the packed axis) with `groups` scales (and biases) per row. Scales are
+/// S (the activation dtype, affine) or uint8 codes (fp modes); biases affine only.
+struct QMatrix {
+  QuantSpec spec;
+  const uint32_t* w = nullptr;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+  int64_t words = 0;
+  int64_t groups = 0;
+};
+
+/// The rows of x a product reads (float32, K contiguous values each) and the output rows they
+/// fill (N contiguous values each), in matching order: every leading row of a QuantizedMatmul,
+/// or the rows of the batch entries that share one weight of a GatherQmm.
+template <typename T>
+struct RowSet {
+  std::vector<const float*> x;
+  std::vector<T*> out;
+  int64_t size() const { return static_cast<int64_t>(x.size()); }
+};
+
+/// The float32 value of every code of an fp mode's `bits`-bit codes (16 E2M1 or 256 E4M3).
+inline const float* fp_code_table(int bits) {
+  static const auto tables = [] {
+    std::vector<float> t(16 + 256);
+    for (uint32_t c = 0; c < 16; ++c) t[c] = math::fp4_e2m1_value(c);
+    for (uint32_t c = 0; c < 256; ++c) t[16 + c] = math::fp8_e4m3_value(c);
+    return t;
+  }();
+  return tables.data() + (bits == 4 ? 0 : 16);
+}
+
+// GCC's vector types: the operations below are written on whole vectors, so that every
+// version of cpu/simd.h runs them in its widest registers (a 16-float vector is one AVX-512
+// register, two AVX2 ones) and sums keep the lane order written here; the auto-vectoriser
+// leaves such loops (partial sums kept in arrays, codes shifted out of words) scalar.
+using f32x8 = float __attribute__((vector_size(32)));
+using u32x8 = uint32_t __attribute__((vector_size(32)));
+using f32x16 = float __attribute__((vector_size(64)));
+
+template <typename V>
+inline V load(const float* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename V>
+inline void store(float* p, V v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
+/// The codes j0 .. j0 + 7 of a packed row (j0 a multiple of 8), as integers.
+inline u32x8 codes8(const uint32_t* row, int64_t j0, int bits) {
+  if (bits == 4) {
+    const uint32_t u = row[j0 / 8];
+    return (u32x8{u, u, u, u, u, u, u, u} >> u32x8{0, 4, 8, 12, 16, 20, 24, 28}) & 15u;
+  }
+  if (bits == 8) {
+    const uint32_t u0 = row[j0 / 4], u1 = row[j0 / 4 + 1];
+    return (u32x8{u0, u0, u0, u0, u1, u1, u1, u1} >> u32x8{0, 8, 16, 24, 0, 8, 16, 24}) & 255u;
+  }
+  u32x8 q;
+  for (int t = 0; t < 8; ++t) q[t] = math::quant_code(row, j0 + t, bits);
+  return q;
+}
+
+/// Writes the dequantized groups [g0, g1) of packed row `row` to dst (group_size floats per
+/// group): scale * q + bias (affine, in float32, as the dequantize graph forms it for
+/// float32) or value(code) * scale (fp modes). S is the affine scales' element type.
+template <typename S>
+inline void decode_groups(const QMatrix& m, int64_t row, int64_t g0, int64_t g1, float* dst) {
+  const int gs = m.spec.group_size, bits = m.spec.bits;
+  const uint32_t* wr = m.w + row * m.words;
+  const float* lut = m.spec.mode == QuantMode::Affine ? nullptr : fp_code_table(bits);
+  for (int64_t g = g0; g < g1; ++g, dst += gs) {
+    const int64_t at = row * m.groups + g;
+    if (m.spec.mode == QuantMode::Affine) {
+      const float s = static_cast<float>(static_cast<const S*>(m.scales)[at]);
+      const float b = static_cast<float>(static_cast<const S*>(m.biases)[at]);
+      for (int e = 0; e < gs; e += 8) {
+        store(dst + e, __builtin_convertvector(codes8(wr, g * gs + e, bits), f32x8) * s + b);
+      }
+    } else {
+      const float s = math::fp_scale_value(m.spec.mode, static_cast<const uint8_t*>(m.scales)[at]);
+      for (int e = 0; e < gs; e += 8) {
+        const u32x8 q = codes8(wr, g * gs + e, bits);
+        f32x8 v;
+        for (int t = 0; t < 8; ++t) v[t] = lut[q[t]];
+        store(dst + e, v * s);
+      }
+    }
+  }
+}
+
+/// Partials per row of the dot products: 16 floats fill one AVX-512 register, two AVX2 ones.
+inline constexpr int kLanes = 16;
+
+/// res[j][i] = sum_k w[j * K + k] * x[i][k] for NW decoded weight rows and RB rows of x, in
+/// kLanes float partials per pair (lane l sums k = l mod 16; the partials then combined
+/// pairwise, so every vector version gives the same bits): each load feeds several products.
+/// K is a multiple of 16 (of every group size).
+template <int NW, int RB>
+inline void dot_block(const float* w, const float* const* x, int64_t K, float (*res)[4]) {
+  f32x16 acc[NW][RB] = {};
+  const float* xr[RB];
+  for (int r = 0; r < RB; ++r) xr[r] = x[r];
+  for (int64_t k = 0; k < K; k += kLanes) {
+    f32x16 wv[NW];
+#pragma GCC unroll 2
+    for (int j = 0; j < NW; ++j) wv[j] = load<f32x16>(w + j * K + k);
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; ++r) {
+      const f32x16 xv = load<f32x16>(xr[r] + k);
+#pragma GCC unroll 2
+      for (int j = 0; j < NW; ++j) acc[j][r] += wv[j] * xv;
+    }
+  }
+  for (int j = 0; j < NW; ++j) {
+    for (int r = 0; r < RB; ++r) {
+      float p[kLanes];
+      __builtin_memcpy(p, &acc[j][r], sizeof p);
+      for (int h = kLanes / 2; h > 0; h /= 2) {
+        for (int l = 0; l < h; ++l) p[l] += p[l + h];
+      }
+      res[j][r] = p[0];
+    }
+  }
+}
+
+/// For weight rows n .. n + NW - 1 decoded at w: their products with rows [r0, r1) of x,
+/// written to out (RB = 4 rows at a time, then the remainder).
+template <int NW, typename T>
+inline void dot_rows_into(const float* w, int64_t n, int64_t K, const RowSet<T>& rows, int64_t r0, int64_t r1) {
+  float res[NW][4];
+  int64_t r = r0;
+  const auto block = [&]<int RB>() {
+    dot_block<NW, RB>(w, &rows.x[r], K, res);
+    for (int j = 0; j < NW; ++j) {
+      for (int i = 0; i < RB; ++i) rows.out[r + i][n + j] = static_cast<T>(res[j][i]);
+    }
+  };
+  for (; r + 4 <= r1; r += 4) block.template operator()<4>();
+  switch (r1 - r) {
+    case 3: block.template operator()<3>(); break;
+    case 2: block.template operator()<2>(); break;
+    case 1: block.template operator()<1>(); break;
+    default: break;
+  }
+}
+
+/// Rows of x per pass over a decoded weight row (transpose) or per accumulator block (not
+/// transpose): their float32 values (32 x K) stay in the L2 cache while the weight streams.
+inline constexpr int64_t kRowChunk = 32;
+/// Floats of a block's accumulators and decoded weight rows when w is packed along N
+/// ((rows + 4) x columns, 32 KiB: L1).
+inline constexpr int64_t kAccFloats = 8192;
+
+/// Runs f(begin, end) over [0, n) split into at most num_threads() contiguous parts (one
+/// part, on the calling thread, when `work` multiply-adds are too few to share).
+template <typename F>
+inline void split_work(int64_t n, int64_t work, F&& f) {
+  const int64_t parts = work < (int64_t{1} << 18) ? 1 : std::min<int64_t>(n, num_threads());
+  if (parts <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  run_tasks(static_cast<size_t>(parts), [&](size_t p) {
+    f(n * static_cast<int64_t>(p) / parts, n * static_cast<int64_t>(p + 1) / parts);
+  });
+}
+
+/// out_i = x_i · dequantize(w)ᵀ (transpose: w is N x K packed along K) or x_i · dequantize(w)
+/// (w is K x N packed along N) for every row i of `rows`; accumulates in float32, writes T.
+/// S: the affine scales' type (unused for the fp modes). Splits N over the thread pool.
+template <typename T, typename S>
+void qmm(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>& rows) {
+  const int64_t R = rows.size();
+  if (R == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t r = 0; r < R; ++r) std::fill(rows.out[r], rows.out[r] + N, T(0));
+    return;
+  }
+  const int gs = w.spec.group_size;
+  if (transpose) {
+    // Two weight rows decoded at a time, each dotted with every row of a chunk of x.
+    split_work(N, R * N * K, [&](int64_t n0, int64_t n1) {
+      std::vector<float> wbuf(static_cast<size_t>(2 * K));
+      vectorized([&] {
+        for (int64_t r0 = 0; r0 < R; r0 += kRowChunk) {
+          const int64_t r1 = std::min(R, r0 + kRowChunk);
+          int64_t n = n0;
+          for (; n + 2 <= n1; n += 2) {
+            decode_groups<S>(w, n, 0, K / gs, wbuf.data());
+            decode_groups<S>(w, n + 1, 0, K / gs, wbuf.data() + K);
+            dot_rows_into<2>(wbuf.data(), n, K, rows, r0, r1);
+          }
+          if (n < n1) {
+            decode_groups<S>(w, n, 0, K / gs, wbuf.data());
+            dot_rows_into<1>(wbuf.data(), n, K, rows, r0, r1);
+          }
+        }
+      });
+    });
+    return;
+  }
+  // Packed along N: out[i, :] += x[i, k] * deq(w[k, :]) row by row of w, on blocks of
+  // columns as wide as the accumulators of a chunk of rows (and four decoded rows) allow in
+  // L1, made of whole words and groups (a multiple of 32 codes and of the group size), at
+  // least one block per thread.
+  const int64_t unit = std::max<int64_t>(gs, 32);
+  const int64_t chunk = std::min(R, kRowChunk);
+  const auto round_up = [&](int64_t v) { return (v + unit - 1) / unit * unit; };
+  const int64_t cb = std::max(unit, std::min(kAccFloats / (chunk + 4) / unit * unit, round_up((N + num_threads() - 1) / num_threads())));
+  const int64_t blocks = (N + cb - 1) / cb;
+  split_work(blocks, R * N * K, [&](int64_t b0, int64_t b1) {
+    // Four rows of w decoded at a time, so that an accumulator is loaded and stored once
+    // per four products (K is a multiple of 16).
+    std::vector<float> buf(static_cast<size_t>(4 * cb));
+    std::vector<float> acc(static_cast<size_t>(chunk * cb));
+    vectorized([&] {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t c0 = b * cb, cols = std::min(N - c0, cb); // cols: a multiple of 16
+        for (int64_t r0 = 0; r0 < R; r0 += kRowChunk) {
+          const int64_t nr = std::min(R - r0, kRowChunk);
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int64_t k = 0; k < K; k += 4) {
+            for (int j = 0; j < 4; ++j) decode_groups<S>(w, k + j, c0 / gs, (c0 + cols) / gs, buf.data() + j * cb);
+            const float* b0p = buf.data();
+            const float* b1p = b0p + cb;
+            const float* b2p = b1p + cb;
+            const float* b3p = b2p + cb;
+            for (int64_t i = 0; i < nr; ++i) {
+              const float* xi = rows.x[r0 + i] + k;
+              const float a0 = xi[0], a1 = xi[1], a2 = xi[2], a3 = xi[3];
+              float* ai = acc.data() + i * cb;
+              for (int64_t c = 0; c < cols; c += kLanes) {
+                f32x16 v = load<f32x16>(ai + c);
+                v += a0 * load<f32x16>(b0p + c);
+                v += a1 * load<f32x16>(b1p + c);
+                v += a2 * load<f32x16>(b2p + c);
+                v += a3 * load<f32x16>(b3p + c);
+                store(ai + c, v);
+              }
+            }
+          }
+          for (int64_t i = 0; i < nr; ++i) {
+            T* o = rows.out[r0 + i] + c0;
+            const float* ai = acc.data() + i * cb;
+            for (int64_t c = 0; c < cols; ++c) o[c] = static_cast<T>(ai[c]);
+          }
+        }
+      }
+    });
+  });
+}
+
+/// x as float32 rows: the input's own memory when it is row-contiguous float32, else a
+/// row-contiguous float32 copy (kept alive here).
+struct FloatRows {
+  array data;
+  const float* p;
+  explicit FloatRows(const array& x)
+      : data(x.dtype() == float32 && x.flags().row_contiguous ? x : contiguous_copy(x, float32)),
+        p(static_cast<const float*>(data.raw_data())) {}
+};
+
+/// The packed matrices of a (possibly batched) quantized weight {w, scales[, biases]}, each
+/// made row-contiguous: matrix(e) is w[e] (e = 0 for a 2-D weight).
+struct QWeights {
+  QuantSpec spec;
+  array w, scales;
+  std::optional<array> biases;
+  int64_t rows, words, groups, count;
+
+  QWeights(const QuantSpec& s, const array& w_in, const array& scales_in, const array* biases_in)
+      : spec(s),
+        w(as_row_contiguous(w_in)),
+        scales(as_row_contiguous(scales_in)),
+        rows(w_in.shape(-2)),
+        words(w_in.shape(-1)),
+        groups(scales_in.shape(-1)),
+        count(rows == 0 || words == 0 ? 1 : static_cast<int64_t>(w_in.size()) / (rows * words)) {
+    if (biases_in) biases = as_row_contiguous(*biases_in);
+  }
+
+  QMatrix matrix(int64_t e) const {
+    const int64_t wsz = rows * words, ssz = rows * groups;
+    const size_t sbytes = scales.itemsize();
+    QMatrix m;
+    m.spec = spec;
+    m.w = static_cast<const uint32_t*>(w.raw_data()) + e * wsz;
+    m.scales = static_cast<const char*>(scales.raw_data()) + e * ssz * sbytes;
+    m.biases = biases ? static_cast<const char*>(biases->raw_data()) + e * ssz * sbytes : nullptr;
+    m.words = words;
+    m.groups = groups;
+    return m;
+  }
+};
+
+/// Calls f.template operator()<T, S>() with T the output's element type and S the affine
+/// scales' (T; uint8_t for the fp modes, whose scales are codes). T: float32, float16,
+/// bfloat16 (float64 too: the kernel reads it through float32). Throws std::invalid_argument
+/// naming op for other dtypes.
+template <typename F>
+void dispatch_qmm(Dtype out, const QuantSpec& spec, const char* op, F&& f) {
+  dispatch_float_types(out, op, [&]<typename T>() {
+    if (spec.mode == QuantMode::Affine) {
+      f.template operator()<T, T>();
+    } else {
+      f.template operator()<T, uint8_t>();
+    }
+  });
+}
+
+/// The batch entries of a gathered product grouped by weight matrix: lhs[b] and rhs[b]
+/// (checked against x's and w's batch extents), and the entries in runs of equal rhs
+/// (order[runs[i]] .. order[runs[i + 1] - 1]), so that each w[e] is decoded once per run.
+struct GatherPlan {
+  std::vector<uint32_t> lhs, rhs;
+  std::vector<int64_t> order;
+  std::vector<int64_t> runs; // run starts in order, then order.size()
+};
+
+/// The plan of batch indices lhs, rhs (uint32 (B)); throws std::out_of_range naming op for
+/// lhs[b] >= x_count or rhs[b] >= w_count (before any work). Entries are grouped stably by
+/// rhs whether or not the node was told they are sorted.
+inline GatherPlan plan_gather(
+    const array& lhs, const array& rhs, int64_t x_count, int64_t w_count, const char* op) {
+  GatherPlan p;
+  const auto read = [](const array& a) {
+    const array c = a.dtype() == uint32 && a.flags().row_contiguous ? a : contiguous_copy(a, uint32);
+    const auto* d = static_cast<const uint32_t*>(c.raw_data());
+    return std::vector<uint32_t>(d, d + c.size());
+  };
+  p.lhs = read(lhs);
+  p.rhs = read(rhs);
+  const auto check = [&](const std::vector<uint32_t>& idx, int64_t n, const char* which, const char* axis) {
+    for (size_t b = 0; b < idx.size(); ++b) {
+      if (static_cast<int64_t>(idx[b]) >= n) [[unlikely]] {
+        throw_out_of_range(
+            op, which, " indices must lie in [0, ", n, ") (the first axis of ", axis, "); got ",
+            idx[b], " at batch entry ", b, ".");
+      }
+    }
+  };
+  check(p.lhs, x_count, "lhs", "x");
+  check(p.rhs, w_count, "rhs", "w");
+  const int64_t B = static_cast<int64_t>(p.rhs.size());
+  p.order.resize(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) p.order[b] = b;
+  if (!std::is_sorted(p.rhs.begin(), p.rhs.end())) {
+    std::stable_sort(p.order.begin(), p.order.end(), [&](int64_t a, int64_t b) { return p.rhs[a] < p.rhs[b]; });
+  }
+  for (int64_t i = 0; i < B; ++i) {
+    if (i == 0 || p.rhs[p.order[i]] != p.rhs[p.order[i - 1]]) p.runs.push_back(i);
+  }
+  p.runs.push_back(B);
+  return p;
+}
+
+/// Allocates out's buffer; returns false (nothing to compute) when it is empty.
+inline bool allocate_output(array& out) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  return out.size() != 0;
+}
+
+} // namespace nuvec::cpu::qdot

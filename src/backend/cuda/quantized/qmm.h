@@ -1,0 +1,55 @@
+// nuvec: the CUDA quantized and gathered products' entry points (one file each), called from
+// the primitives' eval_gpu (src/backend/cuda/quantized/quantized_matmul.cu). Every launcher
+// runs on cu::stream() and reads row-contiguous operands. Meaning:
+// src/quantized/quantized.h; the number formats: src/backend/common/math/quant.h.
+#pragma once
+
+#include <cstdint>
+
+#include "nuvec/dtype.h"
+#include "quantized/quant_spec.h"
+
+namespace nuvec::cu {
+
+struct IndexError;
+
+/// One (possibly gathered) product: out[b] (M x N) = x[lhs[b]] (M x K) . W[rhs[b]]^T
+/// (transpose; W[e] is N x K packed along K) or . W[rhs[b]] (W[e] K x N packed along N), for
+/// b < batch. A QuantizedMatmul is batch 1, x_count 1, w_count 1, lhs and rhs null (every x
+/// row against the one W). For GatherMm the operand W is a plain matrix of `dtype` (w_plain)
+/// and transpose is false.
+struct QmmArgs {
+  QuantSpec spec;
+  bool transpose = true;
+  Dtype dtype = float32; ///< x, out, w_plain and affine scales/biases
+  int64_t batch = 1;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t x_count = 1, w_count = 1; ///< the extents of x's and W's first axes (range checks)
+  const void* x = nullptr;          ///< (x_count, M, K)
+  const uint32_t* w = nullptr;      ///< quantized W, (w_count, N, K*bits/32) or (w_count, K, N*bits/32)
+  const void* w_plain = nullptr;    ///< GatherMm's W, (w_count, K, N)
+  const void* scales = nullptr;     ///< (w_count, N, K/gs) or (w_count, K, N/gs): dtype or uint8
+  const void* biases = nullptr;     ///< affine only, like scales
+  void* out = nullptr;              ///< (batch, M, N)
+  const uint32_t* lhs = nullptr;    ///< device, batch entries (null: 0 for every b)
+  const uint32_t* rhs = nullptr;    ///< device, batch entries (null: 0 for every b)
+  bool sorted = false;              ///< rhs non-decreasing
+  IndexError* err = nullptr;        ///< where a kernel records an index past x_count / w_count
+};
+
+/// Few rows (M <= 8 per batch entry, the decode case), transpose true (qmv.cu): bound by the
+/// weight read; every mode and bit width, float32/float16/bfloat16.
+bool qmv_covers(const QmmArgs& a);
+void qmv(const QmmArgs& a);
+
+/// More rows on tensor cores (qmm.cu): dequantized tiles of W in shared memory, mma.sync;
+/// gathered and plain (GatherMm) operands, grouped by weight batch when sorted.
+bool qmm_covers(const QmmArgs& a);
+void qmm(const QmmArgs& a);
+
+/// Anything else (qmm_generic.cu): a tiled CUDA-core kernel dequantizing W on the fly; slow
+/// but correct for every case (any mode, transpose or not, gathered, plain W), the GPU's
+/// reference path.
+void qmm_generic(const QmmArgs& a);
+
+} // namespace nuvec::cu
