@@ -1,30 +1,35 @@
-// nuvec bench: the tensor-core quantized product (src/backend/cuda/quantized/qmm.cu) alone,
+// nuvec bench: the tensor-core quantized products (src/backend/cuda/quantized/qmm.cu) alone,
 // against cuBLAS's bf16 GEMM of the same shape. Standalone: qmm.cu is compiled into this
 // file with the few runtime functions it calls defined below (stream, scratch, checks), so
 // it runs before the library links. First checks every covered format (affine 2/4/8 bits,
 // groups 32/64/128; mxfp4, mxfp8, nvfp4), float16 and bfloat16, odd sizes (M 9, 17, 64,
 // 130, N not a multiple of 128), gathered entries (unsorted, M > 8 each), the sorted
 // one-row-per-entry grouping and out-of-range indices, against a host float64 sum over the
-// dequantized weights rounded to T (the fallback graph's dequantize(w) in T); the output is
-// poisoned first, so unwritten elements fail; the swapped kernel (M <= 256, affine 4/8 bits)
-// gets its own cases (odd groups per row, every token tile, forced split counts). Then times (events, median of 7 loops of 20
-// after warm-up, weights rotated over buffers larger than L2, random data):
-//   qmm    the product (both kernels when K is split),
+// dequantized weights, each rounded once to T (s * q + b in float32, as the kernels do); the
+// output is poisoned first, so unwritten elements fail. The swapped kernel (M <= 256,
+// affine 4/8 bits) gets its own cases: groups per row odd (scales starting mid-word), every
+// token tile, M = 256, forced split counts, and each configuration launched directly (the
+// dispatch uses some of them), with its own and a forced split count. Then times (events,
+// median of 7 loops of 20 after warm-up, weights rotated over buffers larger than L2, random
+// data):
+//   qmm    the product as dispatched (the split-K reduction included),
+//   tiled  H3's dequantize-to-shared kernel, where qmm now takes the swapped one (M <= 256),
 //   bf16   cublasGemmEx bf16 x bf16 -> bf16, float32 compute.
 // Build (from the repository root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
 //     --extended-lambda -DNUVEC_WITH_CUDA=1 -Iinclude -Isrc bench/qmm_bench.cu -lcublas \
 //     -o build/bench/qmm_bench
-//   tiled  H3's dequantize-to-shared kernel, where qmm now takes the swapped one (M <= 256).
-// Run: qmm_bench [check | few] [time | variants]  (check and time by default; few: a subset
-// of the checks, for the sanitizers; variants: time the swapped kernel's token tiles and
-// split counts too). A summary table (ratios to cuBLAS) comes last.
+// Run: qmm_bench [check | few] [time | variants | prof]  (check and time by default; few: a
+// subset of the checks, for the sanitizers; variants: also time the swapped kernel's
+// configurations at split counts 1..16; prof: a few launches (M 16 and 256) for ncu). A
+// summary table (ratios to cuBLAS) comes last.
 #include <cublas_v2.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -166,7 +171,8 @@ Weights make_weights(std::mt19937& g, QuantSpec sp, int64_t E, int64_t N, int64_
 // One product checked against the host: out[b] = x[lhs[b]] . deq(W[rhs[b]])^T.
 bool check_product(const char* what, std::mt19937& g, QuantSpec sp, bool bf, int64_t M, int64_t N, int64_t K,
                    int64_t batch, int64_t A, int64_t E, std::vector<uint32_t> lhs, std::vector<uint32_t> rhs,
-                   bool sorted, bool expect_error = false) {
+                   bool sorted, bool expect_error = false,
+                   const std::function<void(const cu::QmmArgs&)>& launch = nullptr) {
   Weights W = make_weights(g, sp, E, N, K, bf);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<uint16_t> x(A * M * K);
@@ -195,7 +201,11 @@ bool check_product(const char* what, std::mt19937& g, QuantSpec sp, bool bf, int
     std::printf("FAIL %s: not covered\n", what);
     return false;
   }
-  cu::qmm(a);
+  if (launch) {
+    launch(a);
+  } else {
+    cu::qmm(a);
+  }
   CK(cudaDeviceSynchronize());
   std::vector<uint16_t> out(batch * M * N);
   CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
@@ -281,6 +291,41 @@ int run_checks(bool few) {
       if (few) continue;
       fails += !check_product((b + " M=200 N=392 K=1024 g128").c_str(), g, {QuantMode::Affine, 128, bits}, bf, 200, 392, 1024, 1, 1, 1, {}, {}, false);
       fails += !check_product((b + " M=12 N=1024 K=2048 g32 (split)").c_str(), g, {QuantMode::Affine, 32, bits}, bf, 12, 1024, 2048, 1, 1, 1, {}, {}, false);
+    }
+  }
+  // Every swapped configuration directly (the dispatch picks one per M), with and without
+  // split K: both K-slice layouts (KW 1 and 2) of the 16/32/64-token tiles, and 128.
+  {
+    using namespace cu::swap;
+    using Cfg16kw1 = Cfg<2, 1, 1, 6, 4>;
+    using Cfg32kw1 = Cfg<4, 1, 1, 6, 4>;
+    using Cfg64kw1 = Cfg<8, 1, 1, 4, 3>;
+    using Cfg128b = Cfg<8, 2, 1, 3, 2>;
+    struct L {
+      const char* name;
+      std::function<void(const cu::QmmArgs&)> bf4, bf8, h4, h8;
+    };
+#define NUVEC_L(name, C)                                                                                  \
+  L { name, launch<__nv_bfloat16, 4, C>, launch<__nv_bfloat16, 8, C>, launch<__half, 4, C>, launch<__half, 8, C> }
+    const L ls[] = {NUVEC_L("t16kw2", Cfg16), NUVEC_L("t16kw1", Cfg16kw1), NUVEC_L("t32kw2", Cfg32),
+                    NUVEC_L("t32kw1", Cfg32kw1), NUVEC_L("t64kw2", Cfg64), NUVEC_L("t64kw1", Cfg64kw1),
+                    NUVEC_L("t128", Cfg128), NUVEC_L("t128b", Cfg128b)};
+#undef NUVEC_L
+    for (const L& l : ls) {
+      for (int bits : {4, 8}) {
+        for (bool bf : {true, false}) {
+          const auto& fn = bits == 4 ? (bf ? l.bf4 : l.h4) : (bf ? l.bf8 : l.h8);
+          for (int s : {0, 5}) {
+            if (few && !bf) continue;
+            force_splits = s;
+            const std::string what = std::string("cfg ") + l.name + " affine" + std::to_string(bits) + (bf ? " bf16" : " f16") +
+                " M=75 N=264 K=1472 splits=" + (s ? "5" : "auto");
+            fails += !check_product(what.c_str(), g, {QuantMode::Affine, 64, bits}, bf, 75, 264, 1472, 1, 1, 1, {}, {}, false,
+                                    false, fn);
+          }
+          force_splits = 0;
+        }
+      }
     }
   }
   // Forced split counts (the test hook), one above the default's choice.
@@ -445,15 +490,23 @@ void run_timings(bool variants) {
           std::printf("variants N=%lld K=%lld M=%lld bits=%d:", (long long)N, (long long)K, (long long)M, bits);
           for (int sp_ : {1, 2, 4, 8, 16}) {
             if (bits == 4) {
-              if (M <= 64) std::printf(" t64/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg64>, sp_));
-              if (M > 32) std::printf(" t128/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg128>, sp_));
               if (M <= 16) std::printf(" t16/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg16>, sp_));
+              if (M <= 16) std::printf(" t16kw1/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg<2, 1, 1, 6, 4>>, sp_));
               if (M == 32) std::printf(" t32/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg32>, sp_));
+              if (M == 32) std::printf(" t32kw1/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg<4, 1, 1, 6, 4>>, sp_));
+              std::printf(" t64/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg64>, sp_));
+              if (M <= 64) std::printf(" t64kw1/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg<8, 1, 1, 4, 3>>, sp_));
+              if (M > 32) std::printf(" t128/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg128>, sp_));
+              if (M > 64) std::printf(" t128b/s%d %.2f", sp_, t(launch<__nv_bfloat16, 4, Cfg<8, 2, 1, 3, 2>>, sp_));
             } else {
-              if (M <= 64) std::printf(" t64/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg64>, sp_));
-              if (M > 32) std::printf(" t128/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg128>, sp_));
               if (M <= 16) std::printf(" t16/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg16>, sp_));
+              if (M <= 16) std::printf(" t16kw1/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg<2, 1, 1, 6, 4>>, sp_));
               if (M == 32) std::printf(" t32/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg32>, sp_));
+              if (M == 32) std::printf(" t32kw1/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg<4, 1, 1, 6, 4>>, sp_));
+              std::printf(" t64/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg64>, sp_));
+              if (M <= 64) std::printf(" t64kw1/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg<8, 1, 1, 4, 3>>, sp_));
+              if (M > 32) std::printf(" t128/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg128>, sp_));
+              if (M > 64) std::printf(" t128b/s%d %.2f", sp_, t(launch<__nv_bfloat16, 8, Cfg<8, 2, 1, 3, 2>>, sp_));
             }
           }
           std::printf("\n");
@@ -493,7 +546,7 @@ int main(int argc, char** argv) {
     check |= few;
     timing |= std::string(argv[i]) == "time";
   }
-  if (argc > 1 && std::string(argv[1]) == "prof") { // a few launches for a profiler: M 16 and 4096, 4096^2, 4 bits
+  if (argc > 1 && std::string(argv[1]) == "prof") { // a few launches for a profiler: M 16 and 256, 4096^2, 4 bits
     const int64_t N = 4096, K = 4096;
     void *x, *w, *sc, *out;
     CK(cudaMalloc(&x, 4096 * K * 2));
@@ -503,7 +556,7 @@ int main(int argc, char** argv) {
     fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(x), 4096 * K, 3);
     fill_random<<<1024, 256>>>(static_cast<uint32_t*>(w), N * K / 8, 5);
     fill_bf16<<<256, 256>>>(static_cast<uint16_t*>(sc), N * K / 64, 7);
-    for (int64_t M : {16, 4096}) {
+    for (int64_t M : {16, 256}) {
       cu::QmmArgs a;
       a.spec = {QuantMode::Affine, 64, 4};
       a.dtype = bfloat16;

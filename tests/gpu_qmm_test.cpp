@@ -1,12 +1,13 @@
 // nuvec tests: the tensor-core quantized product (src/backend/cuda/quantized/qmm.cu, reached
 // through quantized_matmul and gather_qmm on the GPU for more than 8 rows) against the
 // meaning of the op: x · dequantize(w)ᵀ computed on the CPU in float32 from the dequantized
-// weights in x's dtype. Every format qmm covers (affine 2/4/8 bits, groups 32/64/128;
-// mxfp4, mxfp8, nvfp4), float16 and bfloat16, M in {9, 17, 64, 130} (one tile, a partial
-// tile, full tiles, two tiles of 128), N not a multiple of the 128-column tile, a long K
-// (split over blocks); gathered products with many rows per entry, the sorted one-row-per-
-// entry case (tiles spanning entries, grouped by expert) and out-of-range indices
-// (std::out_of_range at evaluation). Timing-free. Skipped without a GPU.
+// weights rounded once to x's dtype (see reference()). Every format qmm covers (affine
+// 2/4/8 bits, groups 32/64/128; mxfp4, mxfp8, nvfp4), float16 and bfloat16, M in {9, 17, 64,
+// 130} (one tile, a partial tile, full tiles, two tiles of 128), N not a multiple of the
+// 128-column tile, a long K (split over blocks); gathered products with many rows per entry,
+// the sorted one-row-per-entry case (tiles spanning entries, grouped by expert) and
+// out-of-range indices (std::out_of_range at evaluation); the swapped kernel's shapes
+// (M <= 256, affine 4/8 bits). Timing-free. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,11 +50,16 @@ std::vector<array> quantized_weight(const Shape& shape, const Format& f, Dtype t
   return q;
 }
 
-// The reference: x · dequantize(w)ᵀ in float32 on the CPU, the weight dequantized to t.
+// The reference: x · dequantize(w)ᵀ in float32 on the CPU, each weight rounded once to t, as
+// the kernels (and MLX's) round s * q + b. Affine weights are dequantized in float32 and then
+// rounded: the graph's dequantize in t rounds the product and the sum separately, which near
+// cancellation (bias = the group's edge, s * q close to -bias) moves a weight by up to ~90%
+// relative (measured on the CPU, bfloat16, half the weights differ).
 array reference(const array& x, const std::vector<array>& q, const Format& f, Dtype t) {
-  std::optional<array> biases;
-  if (q.size() > 2) biases = q[2];
-  array w = dequantize(q[0], q[1], biases, f.group_size, f.bits, f.mode, std::nullopt, t, kCpu);
+  array w = q.size() > 2 ? astype(dequantize(q[0], astype(q[1], float32, kCpu), astype(q[2], float32, kCpu), f.group_size,
+                                             f.bits, f.mode, std::nullopt, float32, kCpu),
+                                  t, kCpu)
+                         : dequantize(q[0], q[1], std::nullopt, f.group_size, f.bits, f.mode, std::nullopt, t, kCpu);
   w = astype(w, float32, kCpu);
   return matmul(astype(x, float32, kCpu), swapaxes(w, -1, -2, kCpu), kCpu);
 }
@@ -112,6 +118,29 @@ TEST(GpuQmm, LongKSplitOverBlocks) {
   array x = values({2, M, K}, bfloat16); // leading axes are rows
   array got = quantized_matmul(x, q[0], q[1], q[2], true, f.group_size, f.bits, f.mode, kGpu);
   expect_close(got, reference(x, q, f, bfloat16), bfloat16, K, "split K");
+}
+
+// The swapped kernel (affine 4/8 bits, 8 < M <= 256, one W): every token tile (16, 32, 64,
+// 128 tokens), partial row and token tiles, groups per row odd (rows whose scales start in
+// the upper half of a 4-byte word), split K (long K, few tiles), groups 32 and 128.
+TEST(GpuQmm, SwappedKernelShapes) {
+  REQUIRE_GPU();
+  struct Case {
+    int M, N, K, group_size;
+  };
+  const Case cases[] = {{12, 1024, 2048, 32}, {40, 264, 448, 64}, {33, 128, 2368, 64}, {200, 392, 1024, 128},
+                        {256, 136, 320, 64}};
+  for (int bits : {4, 8}) {
+    for (Dtype t : {bfloat16, float16}) {
+      for (const Case& c : cases) {
+        const Format f{"affine", c.group_size, bits};
+        auto q = quantized_weight({c.N, c.K}, f, t);
+        array x = values({c.M, c.K}, t);
+        array got = quantized_matmul(x, q[0], q[1], q[2], true, f.group_size, f.bits, f.mode, kGpu);
+        expect_close(got, reference(x, q, f, t), t, c.K, name_of(f, t, c.M, c.N, c.K));
+      }
+    }
+  }
 }
 
 // out[b] = x[lhs[b]] · dequantize(w[rhs[b]])ᵀ, reference by a loop over b.

@@ -52,17 +52,19 @@ double out_eps(Dtype t) {
 
 // Rows of normal values whose magnitudes spread over many binades (so groups get many
 // different scales), with one all-zero group and, in larger inputs, a huge and a tiny value.
+// float16 rows stay small enough that no output overflows float16.
 array make_x(int64_t R, int64_t K, int gs, Dtype t) {
   std::vector<double> v(R * K);
   std::normal_distribution<double> normal(0.0, 1.0);
-  std::uniform_int_distribution<int> binade(-12, 12);
+  const bool half = t == float16;
+  std::uniform_int_distribution<int> binade(-12, half ? 0 : 12);
   for (int64_t r = 0; r < R; ++r) {
     const double s = std::ldexp(1.0, binade(rng()));
     for (int64_t k = 0; k < K; ++k) v[r * K + k] = normal(rng()) * s;
   }
   for (int k = 0; k < gs && k < K; ++k) v[k] = 0.0;
   if (R * K > 2 * gs + 3) {
-    v[gs + 1] = 3e4;   // saturates its group's scale
+    v[gs + 1] = half ? 3e2 : 3e4; // a group with one dominant value
     v[2 * gs + 2] = 1e-6;
   }
   array x = astype(array(v.begin(), {static_cast<int>(R), static_cast<int>(K)}, float64), t, kCpu);
@@ -90,6 +92,7 @@ void expect_matches_cpu(const Mode& m, const char* route, const array& x, const 
   ASSERT_EQ(gv.size(), bv.size());
   int64_t bad = 0;
   for (size_t i = 0; i < gv.size(); ++i) {
+    if (gv[i] == cv[i]) continue; // equal infinities included
     const double tol = rel * bv[i] + out_eps(t) * std::abs(cv[i]);
     if (!(std::abs(gv[i] - cv[i]) <= tol)) {
       if (++bad <= 5) ADD_FAILURE() << "at " << i << ": gpu " << gv[i] << " cpu " << cv[i] << " bound " << bv[i];

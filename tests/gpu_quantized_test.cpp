@@ -193,8 +193,6 @@ void check_gather(const Format& f, Dtype dt, int A, int E, int M, int N, int K, 
                (sorted ? " sorted" : " unsorted"));
   array x = randn({A, M, K}, dt);
   QWeight w = make_weight(transpose ? Shape{E, N, K} : Shape{E, K, N}, f, dt);
-  size_t n = 1;
-  for (int d : batch) n *= d;
   array lhs = randint(batch, 0, A - 1, int32);
   array rhs = randint(batch, 0, E - 1, int32);
   if (sorted) rhs = reshape(sort(flatten(rhs, kCpu), -1, kCpu), batch, kCpu);
@@ -214,7 +212,6 @@ void check_gather(const Format& f, Dtype dt, int A, int E, int M, int N, int K, 
   eval({gpu, cpu, ref});
   expect_near(gpu, ref, eps_of(dt, K));
   expect_near(gpu, cpu, 2 * eps_of(dt, K));
-  (void)n;
 }
 
 // Gathered products: decode-shaped (M 1 and 3: qmv jobs of up to 8 / M entries sharing an

@@ -388,3 +388,19 @@ TEST(Quantize, GpuPackingEqualsCpuBitForBit) {
     }
   }
 }
+
+TEST(QuantizedMatmul, Nvfp4RowsOfPartialWords) {
+  // 48 values of 4 bits are 6 words: not a whole number of 32-value blocks.
+  array w = randn({40, 48}, float32);
+  auto q = quantize(w, 16, 4, "nvfp4");
+  ASSERT_EQ(q[0].shape(), Shape({40, 6}));
+  array back = dequantize(q[0], q[1], std::nullopt, 16, 4, "nvfp4", std::nullopt, float32);
+  ASSERT_EQ(back.shape(), Shape({40, 48}));
+  // Each value within half an E2M1 step of 2 times its group's scale (steps are at most 2).
+  auto wv = to_vector(w), bv = to_vector(back);
+  auto sv = to_vector(from_fp8(q[1], float32));
+  for (size_t i = 0; i < wv.size(); ++i) ASSERT_LE(std::abs(wv[i] - bv[i]), sv[i / 16] * 1.0 + 1e-6) << i;
+  array x = randn({3, 48}, float32);
+  QWeight qw{q[0], q[1], std::nullopt, {"nvfp4", 16, 4}};
+  expect_near_scaled(quantized_matmul(x, q[0], q[1], std::nullopt, true, 16, 4, "nvfp4"), reference(x, qw, true), 2e-4);
+}

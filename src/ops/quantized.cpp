@@ -49,10 +49,20 @@ array pack_bits(const array& q, int bits, StreamOrDevice s) {
 }
 
 // The inverse of pack_bits: the last axis of w (uint32 words) read as n = words * 32 / bits
-// values of `bits` bits each, as uint32. Each block of 32 values spans `bits` words; value i
-// of a block starts in word i*bits/32 at bit i*bits % 32 and may run into the next word.
+// values of `bits` bits each, as uint32. For 3, 5 and 6 bits each block of 32 values spans
+// `bits` words; value i of a block starts in word i*bits/32 at bit i*bits % 32 and may run
+// into the next word.
 array unpack_bits(const array& w, int bits, StreamOrDevice s) {
   int words = w.shape(-1);
+  if (32 % bits == 0) {
+    // Widths that divide 32 (2, 4, 8) never straddle words: value i of word j is bits
+    // [i*bits, (i+1)*bits) of it. (Rows need not hold a multiple of 32 values: nvfp4 rows
+    // of 48 values are 6 words.)
+    int per_word = 32 / bits;
+    auto shifts = arange(0, 32, bits, uint32, s);
+    auto vals = bitwise_and(right_shift(expand_dims(w, -1, s), shifts, s), u32((1u << bits) - 1), s);
+    return reshape(vals, with_last(w.shape(), words * per_word), s);
+  }
   int blocks = words / bits;
   std::vector<uint32_t> lo_word(32), hi_word(32), lo_shift(32), hi_shift(32), hi_mask(32);
   for (int i = 0; i < 32; ++i) {

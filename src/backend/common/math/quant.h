@@ -108,7 +108,9 @@ NUVEC_HD inline uint32_t fp4_e2m1_code(float x) {
 NUVEC_HD inline uint32_t fp_scale_code(QuantMode mode, float scale) {
   if (mode == QuantMode::Nvfp4) return fp8_e4m3_code(scale);
   if (scale == 0.0f) return 127u;
-  float e = math::rint(math::log2(scale));
+  // log2 in double, rounded to float: the device's log2f is not correctly rounded, and a
+  // value whose float log2 lands on n + 0.5 would round differently on host and device.
+  float e = math::rint(static_cast<float>(::log2(static_cast<double>(scale))));
   e = e > 127.0f ? 127.0f : (e > -127.0f ? e : -127.0f); // NaN (a NaN in the group) to -127
   return static_cast<uint32_t>(static_cast<int>(e) + 127);
 }

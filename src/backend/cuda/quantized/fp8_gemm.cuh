@@ -12,7 +12,7 @@
 // Why the fp8 route is slow on Hopper: the promotion costs an FMUL and an FFMA per output
 // element per group of 32, i.e. M N K / 16 float32 operations, which at 128 per cycle per
 // SM alone take 0.8x the time of cuBLAS's bf16 GEMM (4096^3 on an H200); measured, the fp8
-// route reaches 240-320 TFLOP/s, the bf16 route 0.75-0.93x cuBLAS's bf16 GEMM (notes in
+// route reaches 240-320 TFLOP/s, the bf16 route 0.70-0.93x cuBLAS's bf16 GEMM (numbers in
 // bench/qqmm_bench.cu). Blackwell's block-scaled MMA applies these scales in hardware.
 // Host-side entry points take raw pointers and a CUDA stream (no framework types), so the
 // benchmark links none of nuvec.
@@ -55,8 +55,10 @@ struct Tile {
   static_assert(kStageBytes % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle");
 };
 
-/// The warpgroups per block of the library's launches.
-constexpr int kDefaultWg = 3; // 3 measured 5-25% faster than 2 on the H200
+/// The warpgroups per block of the library's launch: on the H200 3 were 5-10% faster than
+/// 2 at 4096 and 8192 rows (2 were 20% faster at 256 rows: less padding of the 192-row
+/// tiles; a row threshold awaits a GPU check of that launch in its current form).
+constexpr int kDefaultWg = 3;
 
 inline int64_t round_up(int64_t a, int64_t b) {
   return (a + b - 1) / b * b;
@@ -339,8 +341,9 @@ __device__ __forceinline__ void load_stage(const GemmArgs& p, uint32_t st, int64
 /// promotion, not the tensor core, bounds the speed). The next tile's barrier and copies
 /// are issued between a tile's last two halves, and its first half runs during the last
 /// promotion. kPre: the scale products of a half are formed before its wait (registers
-/// allowing: 2 warpgroups).
-template <typename T, int kWg, bool kPre = (kWg == 2)>
+/// allowing: 2 warpgroups; 13% faster in the benchmark, but its results were not yet
+/// checked on a GPU, so the library launches kPre false).
+template <typename T, int kWg, bool kPre = false>
 __global__ void __launch_bounds__(Tile<kWg>::kThreads, 1) fp8_gemm_kernel(const GemmArgs p) {
 #if defined(NUVEC_WGMMA_AVAILABLE)
   using Tl = Tile<kWg>;
@@ -561,7 +564,7 @@ inline void prepare_w(
 }
 
 /// Runs the FP8 product (fp8_gemm_kernel with kWg warpgroups) on prepared operands.
-template <typename T, int kWg = kDefaultWg, bool kPre = (kWg == 2)>
+template <typename T, int kWg = kDefaultWg, bool kPre = false>
 void fp8_gemm(const GemmArgs& a, cudaStream_t s) {
   using Tl = Tile<kWg>;
   if (a.R == 0 || a.N == 0) return;

@@ -1,5 +1,7 @@
-// nuvec: the tensor-core quantized product for more than a few rows (QuantizedMatmul and
-// GatherQmm, transpose true): out = x · dequantize(W)ᵀ with W (N, K) packed along K.
+// nuvec: the tensor-core quantized products for more than a few rows (QuantizedMatmul and
+// GatherQmm, transpose true): out = x · dequantize(W)ᵀ with W (N, K) packed along K. Two
+// kernels: the tiled one (dequantized W tiles in shared memory; described first) and the
+// swapped one (namespace swap, further down: W dequantized in registers, M <= 256).
 // Meaning: src/quantized/quantized.h; packing and formats: src/backend/common/math/quant.h
 // (device form: dequant_tile.cuh); fragment layouts: src/backend/cuda/device/mma.cuh.
 //
@@ -20,11 +22,23 @@
 // An lhs or rhs past x_count / w_count is recorded (record_index_error) and its rows skipped.
 // Few tiles (small M, small N) split K over blocks: float32 partial sums in scratch memory,
 // added and rounded by a second kernel.
-// Measured (H200, bench/qmm_bench.cu): correct, but 1.3-5x slower than cuBLAS's bf16 GEMM
-// (about 200 TFLOP/s at large M; 20 us at M = 16, 4096^2). ncu: latency-bound, 8 warps an
-// SM issuing 0.26 instructions a cycle per scheduler, ~700 IMAD / 350 ISETP per 64 HMMA in
-// the loop (64-bit copy addressing). Next: 32-bit precomputed copy offsets, fragment double
-// buffering, then wgmma (device/wgmma.cuh) on the dequantized tile.
+// This tiled kernel serves what the swapped kernel below does not (M > 256, 2-bit and fp
+// formats, gathered products). Measured (H200, bench/qmm_bench.cu): correct, but 1.3-5x
+// slower than cuBLAS's bf16 GEMM (about 200 TFLOP/s at large M; 20 us at M = 16, 4096^2).
+// ncu: latency-bound, 8 warps an SM issuing 0.26 instructions a cycle per scheduler, ~700
+// IMAD / 350 ISETP per 64 HMMA in the loop (64-bit copy addressing).
+//
+// The swapped kernel (namespace swap; 8 < M <= 256, affine 4/8 bits, one W) computes
+// outᵀ = W · xᵀ with W dequantized in registers straight into mma.sync A fragments (see its
+// comment). Measured against cuBLAS bf16 (same run, W4 | W8 g64, us): 4096^2 M16 15.1 | 16.9
+// vs 17.5; M64 25.9 | 28.9 vs 13.1; M256 48.3 | 53.5 vs 18.3; 14336x4096 M16 36.7 | 42.7 vs
+// 33.4; 8192^2 M16 37.8 | 43.4 vs 35.5, M256 162 | 181 vs 49.4. So about cuBLAS at M = 16 and
+// 2-3.6x slower from M = 64. ncu (M = 16, 4096^2): 15 us, DRAM 12% of peak, SM 25%, 14.5
+// warps an SM at 10.6 cycles per issued instruction: latency-bound, not bound by the weight
+// read. Next: per-row W reads of 128 bytes (a K tile of 256 codes: the 32-byte row pieces of
+// a 64-code tile are scattered sector reads), the scales moved in 16-byte pieces rather than
+// a 4-byte cp.async per row and tile, fewer instructions per pair (the dequantization is
+// ~60% of the loop), and wgmma (A from registers, m64nNk16) for M >= 64.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -494,9 +508,13 @@ void launch_for_format(const QmmArgs& a) {
 // thread's 16 codes lie in one group (group sizes >= 16), so one scale and bias per row and
 // tile. Copies: cp.async, kStages deep (x rows, W's packed words, and each row's scale and
 // bias as the aligned 4-byte word holding it); 32-bit shared offsets precomputed; no guards
-// in the loop (out-of-range rows and tokens are zero-filled tiles). Few tiles split K over
-// blocks: each writes float32 partials (in its threads' register order, coalesced) and the
-// last block of a tile to arrive (a per-stream counter) adds them in split order and stores.
+// in the loop (out-of-range rows and tokens are zero-filled tiles). Up to 64 tokens, two
+// warps share each row slice (KW = 2), each taking one 32-code half of every tile (twice the
+// warps for a latency-bound loop), their sums added through shared memory at the end. Few
+// tiles split K over blocks: each writes float32 partials (in its threads' register order,
+// coalesced) and the last block of a tile to arrive (a per-stream counter) adds every split's
+// partials in split order (deterministic) and stores. The output leaves through a shared
+// [token][row] tile as 16-byte row-contiguous stores.
 namespace swap {
 
 constexpr int kK = 64;                 // K per stage
@@ -504,19 +522,27 @@ constexpr int kRows = 128;             // W rows (output features) per block
 constexpr int kXStride = kK * 2 + 16;  // bytes per token row of the x tile: 16-byte loads of 8 rows hit distinct banks
 constexpr int kOutStride = kRows * 2 + 16; // bytes per token row of the output staging tile
 
-/// NT n8 tiles per warp, WT warps along tokens (4 along rows, 2 m16 slices each), kStages,
+/// NT n8 tiles per warp, WT warps along tokens (4 along rows, 2 m16 slices each), KW warps
+/// along K (KW = 2: each takes one 32-code half of every tile, sums added through shared
+/// memory at the end: twice the warps for the latency-bound small-M loop), kStages,
 /// kMinBlocks resident per SM (the register cap).
-template <int NT_, int WT_, int kStages_, int kMinBlocks_>
+template <int NT_, int WT_, int KW_, int kStages_, int kMinBlocks_>
 struct Cfg {
-  static constexpr int MR = 2, NT = NT_, WR = 4, WT = WT_, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreads = WR * WT * 32;
+  static constexpr int MR = 2, NT = NT_, WR = 4, WT = WT_, KW = KW_, kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr int kAccThreads = WR * WT * 32; // the threads of one K slice (the output's owners)
+  static constexpr int kThreads = kAccThreads * KW;
   static constexpr int BT = WT * NT * 8; // tokens per block
+  static_assert(KW == 1 || KW == 2, "K within a tile: whole or two halves");
   static_assert(WR * MR * 16 == kRows, "4 warps of 32 rows along W's rows");
 };
-using Cfg16 = Cfg<2, 1, 6, 4>;
-using Cfg32 = Cfg<4, 1, 6, 4>;
-using Cfg64 = Cfg<8, 1, 4, 3>;
-using Cfg128 = Cfg<8, 2, 4, 1>;
+// Per rows M (bench/qmm_bench.cu variants, H200): two K slices win at 16 and 32 tokens and at
+// 64 with 8-bit codes; at 64 with 4-bit codes one slice (128 threads, 3 blocks an SM) is
+// 10-15% faster; 128 tokens on 8 warps (one block an SM) wins above 64.
+using Cfg16 = Cfg<2, 1, 2, 6, 2>;
+using Cfg32 = Cfg<4, 1, 2, 6, 2>;
+using Cfg64 = Cfg<8, 1, 2, 4, 2>;
+using Cfg64k1 = Cfg<8, 1, 1, 4, 3>;
+using Cfg128 = Cfg<8, 2, 1, 4, 1>;
 
 template <typename C, int BITS>
 constexpr int stage_bytes() {
@@ -524,7 +550,8 @@ constexpr int stage_bytes() {
 }
 template <typename C, int BITS>
 constexpr int smem_bytes() {
-  return std::max(C::kStages * stage_bytes<C, BITS>(), C::BT * kOutStride);
+  // The stages, then (reused) the K halves' float32 sums and the output staging tile.
+  return std::max({C::kStages * stage_bytes<C, BITS>(), C::BT * kOutStride, C::BT * kRows * 4});
 }
 
 /// The swapped kernel's parameters (sizes below 2^31: swap_covers).
@@ -551,10 +578,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) qmm_swap_kernel(co
   constexpr int kWRow = kK * BITS / 8; // bytes of one W row per tile
   constexpr int kXBytes = BT * kXStride, kWBytes = kRows * kWRow;
   constexpr int kStage = stage_bytes<C, BITS>();
-  constexpr int kXChunks = BT * (kK / 8) / kThreads; // 16-byte copies per thread per tile
+  constexpr int kXChunks = (BT * (kK / 8) + kThreads - 1) / kThreads; // 16-byte copies per thread per tile
   constexpr int kWChunks = kRows * kWRow / 16 / kThreads;
   constexpr int kWPerChunkRow = kWRow / 16;
-  static_assert(kXChunks * kThreads == BT * (kK / 8) && kWChunks * kThreads == kRows * kWRow / 16, "even copies");
+  static_assert((kXChunks * kThreads == BT * (kK / 8) || (kXChunks == 1 && kThreads % 8 == 0)) &&
+                    kWChunks * kThreads == kRows * kWRow / 16, "even copies (x: or one for the first threads)");
   static_assert(kThreads >= kRows, "one thread per row copies its scale and bias");
   using RA = dq::RowAffine<T, BITS>;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -563,7 +591,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) qmm_swap_kernel(co
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wr = warp % C::WR, wt = warp / C::WR;
+  const int wr = warp % C::WR, wt = (warp / C::WR) % C::WT, wk = warp / (C::WR * C::WT);
+  const int at = tid % C::kAccThreads; // the thread's place within its K slice
   const int m0 = blockIdx.x * BT, n0 = blockIdx.y * kRows, z = blockIdx.z;
   const int kt0 = static_cast<int>(int64_t(z) * p.k_tiles / p.splits);
   const int nk = static_cast<int>(int64_t(z + 1) * p.k_tiles / p.splits) - kt0;
@@ -578,7 +607,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) qmm_swap_kernel(co
                          tid % kWPerChunkRow * 4;
   uint32_t xok = 0, wok = 0;
 #pragma unroll
-  for (int j = 0; j < kXChunks; ++j) xok |= uint32_t(m0 + tid / 8 + j * kXRowStep < M) << j;
+  for (int j = 0; j < kXChunks; ++j) {
+    xok |= uint32_t(tid + j * kThreads < BT * (kK / 8) && m0 + tid / 8 + j * kXRowStep < M) << j;
+  }
 #pragma unroll
   for (int j = 0; j < kWChunks; ++j) wok |= uint32_t(n0 + tid / kWPerChunkRow + j * kWRowStep < N) << j;
   const bool sok = tid < kRows && n0 + tid < N;
@@ -590,6 +621,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) qmm_swap_kernel(co
     const uint32_t st = sbase + stage * kStage;
 #pragma unroll
     for (int j = 0; j < kXChunks; ++j) { // an out-of-range row reads row 0 of the tile (valid), zero-filled
+      if (kXChunks * kThreads > BT * (kK / 8) && tid + j * kThreads >= BT * (kK / 8)) break; // no chunk here
       const bool ok = (xok >> j) & 1u;
       cp_async_16(st + (tid + j * kThreads) / 8 * kXStride + (tid + j * kThreads) % 8 * 16,
                   xsrc + (ok ? j * kXRowStep * K : 0) + i * kK, ok);
@@ -664,6 +696,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) qmm_swap_kernel(co
     }
 #pragma unroll
     for (int hp = 0; hp < 2; ++hp) { // k-steps 2 hp + sub: A fragments first, then each B once
+      if (C::KW == 2 && hp != wk) continue; // the other K slice's half (warp-uniform)
       uint32_t a[2][MR][4];
 #pragma unroll
       for (int sub = 0; sub < 2; ++sub) {
@@ -699,18 +732,37 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) qmm_swap_kernel(co
     }
   }
   cp_async_wait<0>();
+  constexpr int kF = MR * NT; // float4 sums per thread
+
+  if constexpr (C::KW == 2) { // slice 1's sums to slice 0 through shared memory
+    __syncthreads(); // every warp is done with the stages
+    float4* red = reinterpret_cast<float4*>(smem);
+    if (wk == 1) {
+#pragma unroll
+      for (int f = 0; f < kF; ++f) {
+        red[f * C::kAccThreads + at] = make_float4(acc[f / NT][f % NT][0], acc[f / NT][f % NT][1], acc[f / NT][f % NT][2], acc[f / NT][f % NT][3]);
+      }
+    }
+    __syncthreads();
+    if (wk == 0) {
+#pragma unroll
+      for (int f = 0; f < kF; ++f) {
+        const float4 v = red[f * C::kAccThreads + at];
+        acc[f / NT][f % NT][0] += v.x, acc[f / NT][f % NT][1] += v.y, acc[f / NT][f % NT][2] += v.z, acc[f / NT][f % NT][3] += v.w;
+      }
+    }
+  }
 
   if (p.splits > 1) {
-    constexpr int kF = MR * NT; // float4 partials per thread
     const int tile = blockIdx.y * gridDim.x + blockIdx.x;
-    float4* ws = reinterpret_cast<float4*>(p.ws) + int64_t(tile) * p.splits * kF * kThreads;
+    float4* ws = reinterpret_cast<float4*>(p.ws) + int64_t(tile) * p.splits * kF * C::kAccThreads;
+    if (wk == 0) {
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        __stcg(ws + (z * kF + mr * NT + nt) * kThreads + tid,
-               make_float4(acc[mr][nt][0], acc[mr][nt][1], acc[mr][nt][2], acc[mr][nt][3]));
+      for (int f = 0; f < kF; ++f) {
+        __stcg(ws + (z * kF + f) * C::kAccThreads + at,
+               make_float4(acc[f / NT][f % NT][0], acc[f / NT][f % NT][1], acc[f / NT][f % NT][2], acc[f / NT][f % NT][3]));
       }
+    }
     __threadfence();
     __syncthreads();
     if (tid == 0) {
@@ -721,33 +773,46 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) qmm_swap_kernel(co
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    // The sum in split order (deterministic whichever block is last).
+    if (wk == 0) {
+      // The sum in split order over every split's partials, this block's own included (its
+      // own stores are visible to it), so deterministic whichever block is last; kU splits'
+      // loads in flight at once (a chain of dependent L2 reads would cost a round trip each).
+      constexpr int kU = kF >= 8 ? 1 : 8 / kF;
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr)
+      for (int f = 0; f < kF; ++f) acc[f / NT][f % NT][0] = acc[f / NT][f % NT][1] = acc[f / NT][f % NT][2] = acc[f / NT][f % NT][3] = 0.0f;
+      for (int z0 = 0; z0 < p.splits; z0 += kU) {
+        float4 v[kU][kF];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int zz = 0; zz < p.splits; ++zz) {
-          const float4 v = zz == z ? make_float4(acc[mr][nt][0], acc[mr][nt][1], acc[mr][nt][2], acc[mr][nt][3])
-                                   : __ldcg(ws + (zz * kF + mr * NT + nt) * kThreads + tid);
-          sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-        }
-        acc[mr][nt][0] = sum.x, acc[mr][nt][1] = sum.y, acc[mr][nt][2] = sum.z, acc[mr][nt][3] = sum.w;
+        for (int u = 0; u < kU; ++u)
+#pragma unroll
+          for (int f = 0; f < kF; ++f) {
+            v[u][f] = z0 + u < p.splits ? __ldcg(ws + ((z0 + u) * kF + f) * C::kAccThreads + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          }
+#pragma unroll
+        for (int u = 0; u < kU; ++u)
+#pragma unroll
+          for (int f = 0; f < kF; ++f) {
+            float* a = acc[f / NT][f % NT];
+            if (z0 + u < p.splits) a[0] += v[u][f].x, a[1] += v[u][f].y, a[2] += v[u][f].z, a[3] += v[u][f].w;
+          }
       }
+    }
   }
 
   // Output: through shared memory ([token][row] in T), then 16-byte row-contiguous stores.
-  __syncthreads(); // every warp is done with the stages
+  __syncthreads(); // every warp is done with the stages (and the K halves' sums)
   T* so = reinterpret_cast<T*>(smem);
+  if (wk == 0) {
 #pragma unroll
-  for (int mr = 0; mr < MR; ++mr)
+    for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = row[mr][c / 2], m = wt * NT * 8 + nt * 8 + 2 * t + (c & 1);
-        so[m * (kOutStride / 2) + r] = static_cast<T>(acc[mr][nt][c]);
-      }
+        for (int c = 0; c < 4; ++c) {
+          const int r = row[mr][c / 2], m = wt * NT * 8 + nt * 8 + 2 * t + (c & 1);
+          so[m * (kOutStride / 2) + r] = static_cast<T>(acc[mr][nt][c]);
+        }
+  }
   __syncthreads();
   T* out = static_cast<T*>(p.out);
   for (int c = tid; c < BT * (kRows / 8); c += kThreads) {
@@ -820,7 +885,10 @@ template <typename T, int BITS>
 void launch_for_rows(const QmmArgs& a) {
   if (a.M <= 16) return launch<T, BITS, Cfg16>(a);
   if (a.M <= 32) return launch<T, BITS, Cfg32>(a);
-  if (a.M <= 64) return launch<T, BITS, Cfg64>(a);
+  if (a.M <= 64) {
+    if constexpr (BITS == 4) return launch<T, BITS, Cfg64k1>(a);
+    return launch<T, BITS, Cfg64>(a);
+  }
   launch<T, BITS, Cfg128>(a);
 }
 
@@ -844,7 +912,8 @@ bool covers(const QmmArgs& a) {
 
 } // namespace
 
-/// Covers float16 and bfloat16 x, transpose true, quantized W (not GatherMm's plain W);
+/// The swapped kernel's cases (swap::covers: one W, affine 4/8 bits, 8 < M <= 256), and for
+/// the tiled kernel: float16 and bfloat16 x, transpose true, quantized W (not GatherMm's plain W);
 /// affine 2, 4 and 8 bits with groups 32, 64, 128, and mxfp4, mxfp8, nvfp4 at their group
 /// sizes; K a multiple of 64, N even; more than 8 rows per batch entry, or more than 8 rows
 /// in all when entries may share tiles (sorted rhs, no rhs, or one W: grouped_rows); x and W
@@ -865,7 +934,8 @@ bool qmm_covers(const QmmArgs& a) {
   return is_aligned(a.x, 16) && is_aligned(a.w, 16) && is_aligned(a.out, 4);
 }
 
-/// The tensor-core product (see the file comment); a.err receives out-of-range lhs / rhs
+/// The tensor-core product (see the file comment): the swapped kernel where swap::covers, else
+/// the tiled one; a.err receives out-of-range lhs / rhs
 /// (the caller's IndexErrorCheck zeroes the output then). Requires qmm_covers(a).
 void qmm(const QmmArgs& a) {
   if (a.batch * a.M == 0 || a.N == 0) return;

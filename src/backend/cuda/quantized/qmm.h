@@ -42,7 +42,9 @@ struct QmmArgs {
 bool qmv_covers(const QmmArgs& a);
 void qmv(const QmmArgs& a);
 
-/// More rows on tensor cores (qmm.cu): dequantized tiles of W in shared memory, mma.sync;
+/// More rows on tensor cores (qmm.cu): for one W with affine 4/8-bit codes and 8 < M <= 256,
+/// W dequantized in registers as mma.sync's A operand (out transposed; split K over blocks
+/// when the tiles are few); otherwise dequantized tiles of W in shared memory, mma.sync;
 /// gathered and plain (GatherMm) operands, grouped by weight batch when sorted.
 bool qmm_covers(const QmmArgs& a);
 void qmm(const QmmArgs& a);

@@ -1,9 +1,12 @@
 // nuvec: the decode-shaped quantized products (qmm.h's qmv: at most 8 activation rows per
-// batch entry, W transposed), bound by the weight read. float16/bfloat16 run on tensor cores
-// with the roles swapped (MLX's qmv idea, the swap from "Marlin"-style decode kernels): a
-// 16-row slice of W is the mma's A operand (dequantized in registers), up to 8 activation
-// rows are its n8 B operand, so each weight word is read once and used for every row.
-// float32 runs a CUDA-core kernel (tf32 would round the activations).
+// batch entry, W transposed), meant to be bound by the weight read. float16/bfloat16 run on
+// tensor cores with the operands swapped: a 16-row slice of W is the mma's A operand
+// (dequantized into T in registers, as MLX's GPU kernels round it), up to 8 activation rows
+// (of one batch entry, or of entries sharing an expert) are its n8 B operand, so each weight
+// word is read once for all of them; float32 accumulators. float32 runs a CUDA-core kernel
+// (tf32 would round the activations). Gathered jobs: runs of equal rhs, found in-kernel.
+// H200 status (bench/gpu_compare.py --only quantized): W4 14336x4096 M=1 takes 28 us in the
+// kernel (ncu), 0.25 of the copy bandwidth, latency-bound (0.45 issued warps a scheduler).
 #include <cooperative_groups.h>
 
 #include "backend/cuda/index_errors.cuh"
@@ -18,7 +21,7 @@ namespace cg = cooperative_groups;
 using quant::GroupParams;
 using quant::kChunkCodes;
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBlockRows = 16 * kWarps; ///< rows of W (output columns n) per block
 constexpr int kCols = 8;                ///< activation rows per job: the mma's n8
@@ -43,6 +46,7 @@ struct QmvParams {
   int per_job;          ///< batch entries per job: 8 / M
   int64_t split_chunks; ///< chunks of K per block of a cluster (a multiple of 4)
   int splits;           ///< blocks of a cluster (1: no cluster)
+  int col_slots;        ///< activation columns a job can have (the staging layout's stride)
   bool gathered;
   IndexError* err;
 };
@@ -191,17 +195,21 @@ __device__ __forceinline__ uint32_t half_bits(const uint32_t (&e)[16], int k) {
 
 /// Tensor-core qmv: block (n block, K split) x job; warp w owns rows n0 + 16w .. + 15 of W
 /// and lanes (g, t) = (lane / 4, lane % 4) hold rows g and g + 8. Lane t of a quad reads
-/// chunks 4u + t of its two rows (coalesced 16-byte loads, U chunks a round in flight), so
-/// its A fragments at step s are pairs 2s, 2s + 1 of its chunk; the activations are staged
-/// in shared memory in that pair order ([chunk][column] 64 bytes, 16-byte segments swizzled
-/// by chunk so a quarter warp's reads hit eight bank groups), column g being lane g's B.
-/// A cluster of `splits` blocks covers K; their partial sums meet in distributed shared
-/// memory and each block writes 1/splits of the tile.
+/// chunks 4u + t of its two rows (coalesced 16-byte loads), so its A fragments at step s are
+/// pairs 2s, 2s + 1 of its chunk; the activations are staged in shared memory in that pair
+/// order ([chunk][column] 64 bytes, 16-byte segments swizzled by chunk so a quarter warp's
+/// reads hit distinct bank groups), column g being lane g's B. The weight read is software
+/// pipelined: a round covers 4U chunks, and each chunk's words for the next round are
+/// requested as soon as this round's are decoded, so a warp always has a round of loads in
+/// flight (measured: one round per block left the H200 at 0.21 of the copy bandwidth,
+/// latency-bound). A cluster of `splits` blocks covers K; their partial sums meet in
+/// distributed shared memory and each block writes 1/splits of the tile.
 template <typename T, bool kAffine, int BITS>
-__global__ void __launch_bounds__(kThreads, 2) qmv_mma_kernel(const QmvParams p) {
+__global__ void __launch_bounds__(kThreads, 4) qmv_mma_kernel(const QmvParams p) {
   using Dec = quant::ChunkDecoder<T, kAffine, BITS>;
-  constexpr int U = BITS >= 8 ? 2 : 16 / BITS > 4 ? 4 : 16 / BITS; // chunks a lane has in flight per row
-  extern __shared__ uint4 xs[];                                     // [chunk][column][4 segments]
+  constexpr int U = BITS >= 5 ? 2 : 4; // chunks a lane has in flight per row and round
+  constexpr int kRound = 4 * U;        // chunks per round
+  extern __shared__ uint4 xs[];        // [chunk][column slot][4 segments]
   __shared__ float part[kBlockRows * kCols];
   __shared__ JobSlots job;
   setup_job(p, job);
@@ -218,6 +226,7 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_mma_kernel(const QmvParams p)
   const void* scales = static_cast<const char*>(p.scales) + e * p.N * p.groups * pelt;
   const void* biases = p.biases ? static_cast<const char*>(p.biases) + e * p.N * p.groups * pelt : nullptr;
   const T* x = static_cast<const T*>(p.x);
+  const int cs = p.col_slots, cols = job.cols;
 
   const int kchunks = static_cast<int>(p.K / kChunkCodes);
   const int q_begin = split * static_cast<int>(p.split_chunks);
@@ -228,63 +237,63 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_mma_kernel(const QmvParams p)
   const int64_t g0 = row0 * p.groups, g1 = row1 * p.groups;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
+  uint32_t wr[U][2][BITS];
+  uint32_t gp[U][2][2];
+  // Requests chunk u of the round starting at slice chunk r0 (nq chunks in the slice).
+  auto request = [&](int u, int qs, int r0, int nq) {
+    const int qi = r0 + 4 * u + t;
+    const bool vq = qi < nq;
+    const int q = qs + qi;
+    load_chunk<BITS>(wr[u][0], w0 + q * BITS, vq && v0);
+    load_chunk<BITS>(wr[u][1], w1 + q * BITS, vq && v1);
+    chunk_raw<T>(p, scales, biases, g0, q, vq && v0, gp[u][0]);
+    chunk_raw<T>(p, scales, biases, g1, q, vq && v1, gp[u][1]);
+  };
+
   for (int qs = q_begin; qs < q_end; qs += kSliceChunks) {
     const int nq = q_end - qs < kSliceChunks ? q_end - qs : kSliceChunks;
+    // The first round's weights are requested before the staging barrier, so their latency
+    // overlaps the activations' copy.
+#pragma unroll
+    for (int u = 0; u < U; ++u) request(u, qs, 0, nq);
     __syncthreads(); // the previous slice is consumed
-    for (int u = threadIdx.x; u < nq * kCols; u += kThreads) {
-      const int qi = u / kCols, c = u % kCols;
-      uint32_t pairs[16];
-      if (c < job.cols) {
-        const uint4* src = reinterpret_cast<const uint4*>(x + job.x_row[c] * p.K + (qs + qi) * kChunkCodes);
-        uint32_t el[16];
+    for (int i = threadIdx.x; i < nq * cols; i += kThreads) {
+      const int qi = i / cols, c = i % cols;
+      const uint4* src = reinterpret_cast<const uint4*>(x + job.x_row[c] * p.K + (qs + qi) * kChunkCodes);
+      uint32_t el[16], pairs[16];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint4 v = __ldg(src + i);
-          el[4 * i] = v.x, el[4 * i + 1] = v.y, el[4 * i + 2] = v.z, el[4 * i + 3] = v.w;
-        }
-#pragma unroll
-        for (int q = 0; q < 16; ++q) pairs[q] = half_bits(el, Dec::code(q, 0)) | (half_bits(el, Dec::code(q, 1)) << 16);
-      } else {
-#pragma unroll
-        for (int q = 0; q < 16; ++q) pairs[q] = 0u;
+      for (int k = 0; k < 4; ++k) {
+        const uint4 v = __ldg(src + k);
+        el[4 * k] = v.x, el[4 * k + 1] = v.y, el[4 * k + 2] = v.z, el[4 * k + 3] = v.w;
       }
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        xs[(qi * kCols + c) * 4 + (s ^ (qi & 3))] =
-            make_uint4(pairs[4 * s], pairs[4 * s + 1], pairs[4 * s + 2], pairs[4 * s + 3]);
+      for (int q = 0; q < 16; ++q) pairs[q] = half_bits(el, Dec::code(q, 0)) | (half_bits(el, Dec::code(q, 1)) << 16);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        xs[(qi * cs + c) * 4 + (k ^ (qi & 3))] = make_uint4(pairs[4 * k], pairs[4 * k + 1], pairs[4 * k + 2], pairs[4 * k + 3]);
       }
     }
     __syncthreads();
 
-    for (int q0 = 0; q0 < nq; q0 += 4 * U) {
-      uint32_t wr[U][2][BITS];
-      uint32_t gp[U][2][2];
+    for (int r0 = 0; r0 < nq; r0 += kRound) {
+      const bool more = r0 + kRound < nq;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int qi = q0 + 4 * u + t;
-        const bool vq = qi < nq;
-        const int q = qs + qi;
-        load_chunk<BITS>(wr[u][0], w0 + q * BITS, vq && v0);
-        load_chunk<BITS>(wr[u][1], w1 + q * BITS, vq && v1);
-        chunk_raw<T>(p, scales, biases, g0, q, vq && v0, gp[u][0]);
-        chunk_raw<T>(p, scales, biases, g1, q, vq && v1, gp[u][1]);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (q0 + 4 * u >= nq) break; // warp-uniform
-        const int qi = q0 + 4 * u + t;
+        if (r0 + 4 * u >= nq) break; // warp-uniform: the last round's tail
+        const int qi = r0 + 4 * u + t;
         uint32_t a0[16], a1[16], xb[16];
         Dec::decode(wr[u][0], gp[u][0], p.mode, a0);
         Dec::decode(wr[u][1], gp[u][1], p.mode, a1);
-        if (qi < nq) {
+        if (more) request(u, qs, r0 + kRound, nq); // this chunk's registers are free again
+        if (qi < nq && g < cols) {
 #pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            const uint4 v = xs[(qi * kCols + g) * 4 + (s ^ (qi & 3))];
-            xb[4 * s] = v.x, xb[4 * s + 1] = v.y, xb[4 * s + 2] = v.z, xb[4 * s + 3] = v.w;
+          for (int k = 0; k < 4; ++k) {
+            const uint4 v = xs[(qi * cs + g) * 4 + (k ^ (qi & 3))];
+            xb[4 * k] = v.x, xb[4 * k + 1] = v.y, xb[4 * k + 2] = v.z, xb[4 * k + 3] = v.w;
           }
         } else {
 #pragma unroll
-          for (int s = 0; s < 16; ++s) xb[s] = 0u;
+          for (int k = 0; k < 16; ++k) xb[k] = 0u;
         }
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
@@ -303,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_mma_kernel(const QmvParams p)
     for (int i = 0; i < 4; ++i) {
       const int c = 2 * t + (i & 1);
       const int64_t row = i < 2 ? row0 : row1;
-      if (c < job.cols && row < p.N) out[job.out_row[c] * p.N + row] = store_as<T>(acc[i]);
+      if (c < cols && row < p.N) out[job.out_row[c] * p.N + row] = store_as<T>(acc[i]);
     }
     return;
   }
@@ -316,10 +325,10 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_mma_kernel(const QmvParams p)
     const int idx = split * per + i;
     const int c = idx % kCols;
     const int64_t row = nb * kBlockRows + idx / kCols;
-    if (c >= job.cols || row >= p.N) continue;
-    float s = 0.0f;
-    for (int r = 0; r < p.splits; ++r) s += cluster.map_shared_rank(part, r)[idx];
-    out[job.out_row[c] * p.N + row] = store_as<T>(s);
+    if (c >= cols || row >= p.N) continue;
+    float sum = 0.0f;
+    for (int r = 0; r < p.splits; ++r) sum += cluster.map_shared_rank(part, r)[idx];
+    out[job.out_row[c] * p.N + row] = store_as<T>(sum);
   }
   cluster.sync(); // the other blocks' reads of `part` are done
 }
@@ -443,14 +452,16 @@ void qmv(const QmmArgs& a) {
     return;
   }
 
-  // Split K over a cluster of up to 8 blocks until the grid fills the device several times
-  // over (small N, the decode case), keeping at least 8 chunks (256 codes) a block.
+  // Split K over a cluster of up to 8 blocks until the grid covers the device about three
+  // times (small N, the decode case), keeping at least two rounds of 16 chunks a block (the
+  // pipeline needs rounds to overlap; blocks of one round were latency-bound on the H200).
   const int64_t nblocks = ceil_div(a.N, kBlockRows);
   int splits = 1;
-  while (splits < 8 && nblocks * jobs * splits < 4 * sms && kchunks / (2 * splits) >= 8) splits *= 2;
+  while (splits < 8 && nblocks * jobs * splits < 3 * sms && kchunks / (2 * splits) >= 32) splits *= 2;
   p.split_chunks = ceil_div(ceil_div(kchunks, splits), 4) * 4;
   p.splits = splits;
-  const size_t smem = static_cast<size_t>(std::min<int64_t>(p.split_chunks, kSliceChunks)) * kCols * 64;
+  p.col_slots = static_cast<int>(p.gathered ? p.per_job * a.M : a.M);
+  const size_t smem = static_cast<size_t>(std::min<int64_t>(p.split_chunks, kSliceChunks)) * p.col_slots * 64;
   const dim3 grid(static_cast<unsigned>(nblocks * splits), static_cast<unsigned>(jobs));
   dispatch_device_float_types(a.dtype, "quantized_matmul", [&]<typename T>() {
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {

@@ -6,9 +6,9 @@
 //   bf16: fq(x) and fq(w) written as bfloat16 (exact: at most 4 significant bits), then the
 //         bfloat16 GEMM of cuBLASLt (gemm.h), float32 accumulation.
 // On the H200 the promotion at every 32 codes bounds the fp8 route far below cuBLAS's bf16
-// rate (bench/qqmm_bench.cu), so bfloat16 x of many rows takes the bf16 route; float16 and
+// rate (bench/qqmm_bench.cu), so bfloat16 x takes the bf16 route; float16 and
 // float32 x take the fp8 route (gemm.h has no bf16 x bf16 -> float16/float32 product).
-// NUVEC_QQMM_ROUTE=fp8|bf16 forces a route (bf16 only for bfloat16 x), for tests and timing.
+// NUVEC_QQMM_ROUTE=fp8 forces the fp8 route for bfloat16 x too (tests, timing).
 // Other devices than sm_90 run the CPU kernel.
 #include <cstdlib>
 #include <cstring>
@@ -24,17 +24,11 @@ namespace nuvec {
 
 namespace {
 
-/// Rows from which a bfloat16 qqmm takes the bf16 route by default: with fewer, rewriting
-/// all of w as bfloat16 costs more than the product (bench/qqmm_bench.cu, M = 16 / 256).
-constexpr int64_t kBf16RouteMinRows = 128;
-
-/// Whether a bfloat16 qqmm of R rows takes the bf16 route (NUVEC_QQMM_ROUTE=fp8|bf16 forces
-/// one).
-bool bf16_route(int64_t R) {
+/// Whether a bfloat16 qqmm takes the bf16 route: always, unless NUVEC_QQMM_ROUTE=fp8 (it was
+/// measured faster from 16 to 8192 rows on the H200, bench/qqmm_bench.cu).
+bool bf16_route() {
   const char* r = std::getenv("NUVEC_QQMM_ROUTE");
-  if (r != nullptr && std::strcmp(r, "fp8") == 0) return false;
-  if (r != nullptr && std::strcmp(r, "bf16") == 0) return true;
-  return R >= kBf16RouteMinRows;
+  return r == nullptr || std::strcmp(r, "fp8") != 0;
 }
 
 /// The bf16 route; false (nothing launched) when cuBLASLt has no algorithm for the layout.
@@ -78,7 +72,7 @@ void QQMatmul::eval_gpu(const std::vector<array>& inputs, std::vector<array>& ou
   };
   if (x.dtype() == bfloat16) {
     const auto* xp = cu::device_ptr<__nv_bfloat16>(x);
-    if (K > 0 && bf16_route(R) && qqmm_bf16(xp, wp, sp, static_cast<__nv_bfloat16*>(dst), R, N, K, spec_)) return;
+    if (K > 0 && bf16_route() && qqmm_bf16(xp, wp, sp, static_cast<__nv_bfloat16*>(dst), R, N, K, spec_)) return;
     fp8.template operator()<__nv_bfloat16>();
   } else if (x.dtype() == float16) {
     fp8.template operator()<__half>();
