@@ -49,6 +49,16 @@ void qmv(const QmmArgs& a);
 bool qmm_covers(const QmmArgs& a);
 void qmm(const QmmArgs& a);
 
+/// Rows above which a transposed half-type product takes qmm_dense over the tensor-core
+/// kernels (measured on the H200: at 512 rows those ran 3-4x slower than cuBLAS's GEMM).
+inline constexpr int64_t kDenseRows = 256;
+
+/// Many rows of one weight (qmm_dense.cu): W dequantized into a scratch matrix of the dtype,
+/// then cuBLASLt's GEMM. qmm_dense returns false (after dequantizing) when cuBLASLt has no
+/// algorithm for the layout, so the caller takes another kernel.
+bool qmm_dense_covers(const QmmArgs& a);
+bool qmm_dense(const QmmArgs& a);
+
 /// Anything else (qmm_generic.cu): a tiled CUDA-core kernel dequantizing W on the fly; slow
 /// but correct for every case (any mode, transpose or not, gathered, plain W), the GPU's
 /// reference path.

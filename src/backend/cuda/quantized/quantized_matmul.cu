@@ -1,7 +1,8 @@
 // nuvec: eval_gpu of the quantized and gathered products (QuantizedMatmul, GatherQmm,
 // GatherMm; their contracts: src/quantized/quantized.h). Each readies its operands
 // (row-contiguous, 16-byte aligned), describes the product as a cu::QmmArgs (qmm.h) and takes
-// the first kernel that covers it: qmv (few rows), qmm (tensor cores), qmm_generic (the rest).
+// the first kernel that covers it: qmv (few rows), qmm_dense (many rows: dequantize, then
+// cuBLASLt), qmm (tensor cores), qmm_generic (the rest).
 // Gathered indices past their operand raise std::out_of_range through index_errors.cuh.
 #include "backend/cuda/copy.h"
 #include "backend/cuda/index_errors.cuh"
@@ -21,6 +22,7 @@ array operand(const array& in) {
 
 void run_product(const cu::QmmArgs& a) {
   if (cu::qmv_covers(a)) cu::qmv(a);
+  else if (cu::qmm_dense_covers(a) && cu::qmm_dense(a)) return;
   else if (cu::qmm_covers(a)) cu::qmm(a);
   else cu::qmm_generic(a);
 }
