@@ -412,3 +412,58 @@ TEST(QuantizedMatmul, Nvfp4RowsOfPartialWords) {
   QWeight qw{q[0], q[1], std::nullopt, {"nvfp4", 16, 4}};
   expect_near_scaled(quantized_matmul(x, q[0], q[1], std::nullopt, true, 16, 4, "nvfp4"), reference(x, qw, true), 2e-4);
 }
+
+TEST(Quantize, NanGroupsStayNanInEveryMode) {
+  // A NaN weight must not vanish into a healthy-looking group: E8M0's NaN code for the mx
+  // modes, NaN values for affine; nvfp4 keeps MLX's E4M3 rule (NaN codes to 448).
+  array w = where(equal(arange(64), array(3)), array(NAN), randn({1, 64}, float32));
+  for (const auto& f : {Format{"mxfp4", 32, 4}, Format{"mxfp8", 32, 8}, Format{"affine", 32, 4}}) {
+    SCOPED_TRACE(f.mode);
+    auto q = quantize(w, f.group_size, f.bits, f.mode);
+    std::optional<array> b;
+    if (q.size() > 2) b = q[2];
+    auto v = to_vector(dequantize(q[0], q[1], b, f.group_size, f.bits, f.mode, std::nullopt, float32));
+    EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[31])) << "the NaN's group";
+    EXPECT_TRUE(std::isfinite(v[32]) && std::isfinite(v[63])) << "the other group";
+  }
+  // qqmm rounds x the same way: a NaN in x makes its row NaN.
+  array x = where(equal(reshape(arange(128), {2, 64}), array(5)), array(NAN), randn({2, 64}, float32)); // row 0 only
+  auto out = to_vector(qqmm(x, randn({4, 64}, float32), std::nullopt, std::nullopt, std::nullopt, "mxfp8"));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isfinite(out[4]));
+}
+
+TEST(Quantize, AffineDequantizeDoesNotOverflowInHalfScales) {
+  // scale * q overflows float16 (-468.75 * 255) though scale * q + bias does not.
+  array w = astype(where(equal(arange(64), array(0)), array(-60000.0f), full({1, 64}, 60000.0f)), float16);
+  auto q = quantize(w, 64, 8);
+  auto d = to_vector(dequantize(q[0], q[1], q[2], 64, 8, "affine", std::nullopt, float32));
+  EXPECT_NEAR(d[0], -60000.0, 600.0);
+  EXPECT_NEAR(d[1], 60000.0, 600.0);
+  expect_throws_naming<std::invalid_argument>([&] { dequantize(q[0], astype(q[1], int32), q[2]); }, "dequantize");
+}
+
+TEST(GatherQmm, SixtyFourBitIndicesPastUint32AreOutOfRange) {
+  array a = randn({2, 3, 4}, float32), b = randn({3, 4, 5}, float32);
+  std::vector<int64_t> big{(int64_t{1} << 32) + 1};
+  array idx(big.begin(), {1}, int64);
+  EXPECT_THROW(eval(gather_mm(a, b, array({0}, {1}, int32), idx)), std::out_of_range);
+  auto w = make_weight({4, 16, 64}, {"affine", 64, 4});
+  EXPECT_THROW(eval(gather_qmm(randn({3, 2, 64}, float32), w.w_q, w.scales, w.biases, idx, array({0}, {1}, int32))), std::out_of_range);
+  EXPECT_THROW(eval(gather_qmm(randn({3, 2, 64}, float32), w.w_q, w.scales, w.biases, array({0}, {1}, int32), idx)), std::out_of_range);
+}
+
+TEST(Qqmm, GlobalScalesOnlyForNvfp4AndForwardMode) {
+  array x = randn({3, 64}, float32), w = randn({8, 64}, float32);
+  expect_throws_naming<std::invalid_argument>(
+      [&] { qqmm(x, w, std::nullopt, 32, 4, "mxfp4", array(1.0f), array(1.0f)); }, "qqmm");
+  expect_throws_naming<std::invalid_argument>([&] { quantize(w, 32, 8, "mxfp8", array(1.0f)); }, "quantize");
+  // jvp: the straight-through tangent t @ fq(w).T.
+  array t = randn({3, 64}, float32);
+  auto [o, tan] = jvp([&](const std::vector<array>& in) { return std::vector<array>{qqmm(in[0], w, std::nullopt, 32, 8, "mxfp8")}; }, {x}, {t});
+  auto q = quantize(w, 32, 8, "mxfp8");
+  array fw = dequantize(q[0], q[1], std::nullopt, 32, 8, "mxfp8", std::nullopt, float64);
+  expect_near_scaled(tan[0], matmul(astype(t, float64), transpose_(fw)), qq_tol(float32));
+  auto [o2, tan2] = jvp([&](const std::vector<array>& in) { return std::vector<array>{gather_qqmm(reshape(in[0], {3, 1, 64}), w, std::nullopt, std::nullopt, array({0}, {1}, int32), 32, 8, "mxfp8")}; }, {x}, {t});
+  expect_near_scaled(reshape(tan2[0], {3, 8}), matmul(astype(t, float64), transpose_(fw)), 1e-5);
+}

@@ -155,8 +155,15 @@ array fp8_values() {
 
 // The per-tensor encode factor of the fp modes with a global scale (MLX's CUDA kernels):
 // 448 * 6 / global_scale, as a float32 scalar; 1 without one.
-std::optional<array> global_encode(const std::optional<array>& global_scale, const char* op, StreamOrDevice s) {
+std::optional<array> global_encode(
+    const std::optional<array>& global_scale,
+    QuantMode m,
+    const char* op,
+    StreamOrDevice s) {
   if (!global_scale) return std::nullopt;
+  if (m != QuantMode::Nvfp4) {
+    throw_invalid_argument(op, "global_scale is only supported for the 'nvfp4' mode; got '", quant_mode_name(m), "'.");
+  }
   if (global_scale->size() != 1) {
     throw_invalid_argument(op, "global_scale must have one element; got shape ", global_scale->shape(), ".");
   }
@@ -169,7 +176,8 @@ std::optional<array> global_encode(const std::optional<array>& global_scale, con
 array decode_scales(const array& codes, QuantMode m, StreamOrDevice s) {
   auto c = expand_dims(codes, -1, s);
   if (m == QuantMode::Nvfp4) return from_fp8(c, float32, s);
-  return power(f32(2.0f), subtract(astype(c, float32, s), f32(127.0f), s), s);
+  auto value = power(f32(2.0f), subtract(astype(c, float32, s), f32(127.0f), s), s);
+  return where(equal(c, array(uint8_t{255}, uint8), s), f32(std::numeric_limits<float>::quiet_NaN()), value, s);
 }
 
 // MLX's fp modes: per group amax / (6 or 448), times the global encode factor, stored as an
@@ -182,17 +190,20 @@ std::vector<array> fp_quantize(
     int bits,
     const std::optional<array>& global_scale,
     StreamOrDevice s) {
-  auto enc = global_encode(global_scale, "quantize", s);
+  auto enc = global_encode(global_scale, m, "quantize", s);
   int K = w.shape(-1);
   auto groups = astype(reshape(w, split_last(w.shape(), K / group_size, group_size), s), float32, s);
   auto scale = divide(max(abs(groups, s), -1, false, s), f32(bits == 4 ? 6.0f : 448.0f), s);
   if (enc) scale = multiply(scale, *enc, s);
+  // E8M0: 2^round(log2(scale)), exponents clamped to [-127, 127]; a group holding NaN gets
+  // the format's NaN code 0xFF (so its values dequantize to NaN, as affine groups do).
   array codes = m == QuantMode::Nvfp4
       ? to_fp8(scale, s)
       : astype(
-            add(where(equal(scale, f32(0.0f), s), f32(0.0f),
-                      clip(round(log2(scale, s), s), f32(-127.0f), f32(127.0f), s), s),
-                f32(127.0f), s),
+            where(isnan(scale, s), f32(255.0f),
+                  add(where(equal(scale, f32(0.0f), s), f32(0.0f),
+                            clip(round(log2(scale, s), s), f32(-127.0f), f32(127.0f), s), s),
+                      f32(127.0f), s), s),
             uint8, s);
   auto dec = decode_scales(codes, m, s);
   auto scaled = where(equal(dec, f32(0.0f), s), f32(0.0f), divide(groups, dec, s), s);
@@ -293,19 +304,25 @@ array dequantize(
     if (global_scale) {
       throw_invalid_argument(op, "global_scale must be absent for the 'affine' mode.");
     }
-    auto t = promote_types(scales.dtype(), biases->dtype());
-    if (!issubdtype(t, floating)) {
+    if (!issubdtype(scales.dtype(), floating) || !issubdtype(biases->dtype(), floating)) {
       throw_invalid_argument(
           op, "scales and biases must have real floating dtypes; got ", scales.dtype(), " and ",
           biases->dtype(), ".");
     }
-    auto out = add(multiply(vals, expand_dims(scales, -1, s), s), expand_dims(*biases, -1, s), s);
+    auto t = promote_types(scales.dtype(), biases->dtype());
+    // scale * q + bias in float32 (float64 for float64), rounded once to the result: in a half
+    // dtype, scale * q alone can overflow (a group from -60000 to 60000 at 8 bits), and the
+    // products' kernels round each weight once.
+    const Dtype acc = t == float64 ? float64 : float32;
+    auto out = add(
+        multiply(astype(vals, acc, s), expand_dims(astype(scales, acc, s), -1, s), s),
+        expand_dims(astype(*biases, acc, s), -1, s), s);
     return astype(reshape(out, out_shape, s), dtype.value_or(t), s);
   }
   if (scales.dtype() != uint8) {
     throw_invalid_argument(op, "scales must have dtype uint8 for the '", mode, "' mode; got ", scales.dtype(), ".");
   }
-  auto enc = global_encode(global_scale, op, s);
+  auto enc = global_encode(global_scale, m, op, s);
   auto values = p.bits == 4 ? take(fp4_values(), vals, s) : from_fp8(astype(vals, uint8, s), float32, s);
   auto out = multiply(values, decode_scales(scales, m, s), s);
   if (enc) out = divide(out, *enc, s);

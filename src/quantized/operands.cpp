@@ -96,6 +96,10 @@ GatherIndices gather_indices(
   try {
     batch = broadcast_shapes(li.shape(), ri.shape());
   } catch (const std::invalid_argument&) {
+    if (!lhs_indices && !rhs_indices) {
+      throw_invalid_argument(
+          op, "the batch axes of the operands must broadcast; got shapes ", a.shape(), " and ", b.shape(), ".");
+    }
     throw_invalid_argument(
         op, "lhs_indices and rhs_indices must broadcast; got shapes ", li.shape(), " and ", ri.shape(), ".");
   }
@@ -103,8 +107,14 @@ GatherIndices gather_indices(
   for (int d : batch) count *= d;
   const int n = static_cast<int>(count);
   // Negative indices become values past the end (uint32), which the kernels report as out
-  // of range: MLX's gathers take no negative indices either.
-  auto flat = [&](const array& idx) { return reshape(astype(broadcast_to(idx, batch, s), uint32, s), {n}, s); };
+  // of range: MLX's gathers take no negative indices either. 64-bit indices outside uint32's
+  // range would wrap onto valid rows when cast, so they become the largest uint32 first.
+  auto to_u32 = [&](const array& idx) {
+    if (size_of(idx.dtype()) < 8) return astype(idx, uint32, s);
+    array bad = logical_or(less(idx, array(0, idx.dtype()), s), greater(idx, array(int64_t{0xFFFFFFFF}, idx.dtype()), s), s);
+    return astype(where(bad, array(int64_t{0xFFFFFFFF}, idx.dtype()), idx, s), uint32, s);
+  };
+  auto flat = [&](const array& idx) { return reshape(to_u32(broadcast_to(idx, batch, s)), {n}, s); };
   return GatherIndices{flat(li), flat(ri), batch, n};
 }
 

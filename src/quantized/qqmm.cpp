@@ -19,8 +19,11 @@ array fp_rounded(const QuantSpec& spec, const array& x, const std::optional<arra
 // exactly: fq(x) and x are within a factor of two of each other (or fq(x) is 0), so the
 // difference and the sum are exact in float32 (Sterbenz).
 array fp_rounded_ste(const QuantSpec& spec, const array& x, const std::optional<array>& global_scale, StreamOrDevice s) {
+  // The rounding reads a gradient-free copy of x: its bit views (to_fp8's) then never meet a
+  // tangent in forward mode, which refuses derivatives through bit reinterpretations.
   array xf = astype(x, float32, s);
-  return add(xf, stop_gradient(subtract(fp_rounded(spec, xf, global_scale, s), xf, s), s), s);
+  array xc = stop_gradient(xf, s);
+  return add(xf, subtract(fp_rounded(spec, xc, global_scale, s), xc, s), s);
 }
 
 // The weight of a qqmm: packed (uint32 with scales) as given, or a floating w quantized here.
@@ -60,9 +63,16 @@ QuantSpec qq_spec(const char* op, const std::string& mode, std::optional<int> gr
   return spec;
 }
 
-void check_global_scales(const char* op, const std::optional<array>& gx, const std::optional<array>& gw) {
+void check_global_scales(
+    const char* op,
+    const QuantSpec& spec,
+    const std::optional<array>& gx,
+    const std::optional<array>& gw) {
   if (gx.has_value() != gw.has_value()) {
     throw_invalid_argument(op, "global_scale_x and global_scale_w must be given together.");
+  }
+  if (gx && spec.mode != QuantMode::Nvfp4) {
+    throw_invalid_argument(op, "global scales are only supported for the 'nvfp4' mode; got '", quant_mode_name(spec.mode), "'.");
   }
 }
 
@@ -133,7 +143,7 @@ array qqmm(
   const char* op = "qqmm";
   QuantSpec spec = qq_spec(op, mode, group_size, bits);
   check_x(op, x, 1);
-  check_global_scales(op, global_scale_x, global_scale_w);
+  check_global_scales(op, spec, global_scale_x, global_scale_w);
   if (w.ndim() != 2) throw_invalid_argument(op, "w must be a matrix; got shape ", w.shape(), ".");
   auto qw = qq_weight(op, spec, w, w_scales, global_scale_w, s);
   const int K = qw.w.shape(1) * 32 / spec.bits;
@@ -179,7 +189,7 @@ array gather_qqmm(
   const char* op = "gather_qqmm";
   QuantSpec spec = qq_spec(op, mode, group_size, bits);
   check_x(op, x, 2);
-  check_global_scales(op, global_scale_x, global_scale_w);
+  check_global_scales(op, spec, global_scale_x, global_scale_w);
   if (w.ndim() < 2) throw_invalid_argument(op, "w must have at least 2 dimensions; got shape ", w.shape(), ".");
   auto qw = qq_weight(op, spec, w, w_scales, global_scale_w, s);
   const int K = qw.w.shape(-1) * 32 / spec.bits;

@@ -52,9 +52,9 @@ NUVEC_HD inline float fp8_e4m3_value(uint32_t code) {
   return (code & 0x80u) ? -mag : mag;
 }
 
-/// The value of an E8M0 scale code: 2^(code - 127) (code 0 is 2^-127, 255 overflows to +inf
-/// as the graph's power(2, code - 127) does in float32).
+/// The value of an E8M0 scale code: 2^(code - 127) (code 0 is 2^-127); 0xFF is NaN (OCP MX).
 NUVEC_HD inline float e8m0_value(uint32_t code) {
+  if (code == 255u) return float_from_bits(0x7FC00000u);
   return code == 0u ? float_from_bits(0x00400000u) : float_from_bits(code << 23);
 }
 
@@ -108,10 +108,13 @@ NUVEC_HD inline uint32_t fp4_e2m1_code(float x) {
 NUVEC_HD inline uint32_t fp_scale_code(QuantMode mode, float scale) {
   if (mode == QuantMode::Nvfp4) return fp8_e4m3_code(scale);
   if (scale == 0.0f) return 127u;
-  // log2 in double, rounded to float: the device's log2f is not correctly rounded, and a
-  // value whose float log2 lands on n + 0.5 would round differently on host and device.
+  // The graph's rule (src/ops/quantized.cpp): round-half-even of the float32 log2, clamped;
+  // NaN (a NaN in the group) is the NaN code 0xFF. log2 is taken in double and rounded once
+  // to float, the correctly rounded float log2 that the host's log2f gives (the device's
+  // log2f is off by up to an ulp, which would move values landing on n + 0.5).
+  if (scale != scale) return 255u;
   float e = math::rint(static_cast<float>(::log2(static_cast<double>(scale))));
-  e = e > 127.0f ? 127.0f : (e > -127.0f ? e : -127.0f); // NaN (a NaN in the group) to -127
+  e = e > 127.0f ? 127.0f : (e > -127.0f ? e : -127.0f);
   return static_cast<uint32_t>(static_cast<int>(e) + 127);
 }
 

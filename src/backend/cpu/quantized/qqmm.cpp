@@ -22,8 +22,9 @@ void fake_quantize_rows(const QuantSpec& spec, float* x, int64_t R, int64_t K) {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t g = 0; g < K / gs; ++g) {
         float* v = x + r * K + g * gs;
+        // The graph's max: NaN anywhere in the group makes the scale NaN (E8M0's NaN code).
         float amax = 0.0f;
-        for (int e = 0; e < gs; ++e) amax = std::fmax(amax, std::fabs(v[e]));
+        for (int e = 0; e < gs; ++e) amax = std::isnan(v[e]) || std::isnan(amax) ? NAN : std::fmax(amax, std::fabs(v[e]));
         const uint32_t code = math::fp_scale_code(spec.mode, amax / range);
         const float dec = math::fp_scale_value(spec.mode, code);
         for (int e = 0; e < gs; ++e) v[e] = math::fp_requantize(spec.bits, v[e], dec);

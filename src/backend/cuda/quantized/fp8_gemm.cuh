@@ -122,11 +122,12 @@ __device__ __forceinline__ uint32_t e2m1_as_e4m3(uint32_t c) {
 }
 
 /// math::fp_scale_code for the mx modes (127 + round-half-even(log2(scale)) clamped to
-/// [-127, 127], 127 for 0, NaN to 0), with log2 computed in double and rounded once to
+/// [-127, 127], 127 for 0, NaN to the NaN code 0xFF), with log2 computed in double and rounded once to
 /// float: the host's log2f is correctly rounded, the device's log2f is not (1 ulp), and the
 /// few floats whose float log2 is exactly n + 0.5 would round the other way.
 __device__ __forceinline__ uint32_t e8m0_code(float scale) {
   if (scale == 0.0f) return 127u;
+  if (scale != scale) return 255u;
   float e = rintf(static_cast<float>(log2(static_cast<double>(scale))));
   e = e > 127.0f ? 127.0f : (e > -127.0f ? e : -127.0f);
   return static_cast<uint32_t>(static_cast<int>(e) + 127);
@@ -166,11 +167,20 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = live ? static_cast<float>(x[r * K + c0 + i]) : 0.0f;
   }
-  float amax = 0.0f; // fmaxf skips NaN, as the CPU kernel's std::fmax
+  // The graph's max over the group: NaN anywhere makes it NaN (fmaxf alone would skip it).
+  float amax = 0.0f;
+  bool nan = false;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  for (int i = 0; i < 8; ++i) {
+    amax = fmaxf(amax, fabsf(v[i]));
+    nan |= v[i] != v[i];
+  }
 #pragma unroll
-  for (int off = 1; off < kLanes; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+  for (int off = 1; off < kLanes; off <<= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+    nan |= __shfl_xor_sync(0xFFFFFFFFu, static_cast<int>(nan), off) != 0;
+  }
+  if (nan) amax = __int_as_float(0x7FC00000);
   if (!live) return;
   const float scale = __fdiv_rn(amax, kBits == 4 ? 6.0f : 448.0f);
   const uint32_t scode = kNv ? math::fp8_e4m3_code(scale) : e8m0_code(scale);
