@@ -82,9 +82,10 @@ class Conv2d : public Module {
 };
 
 /// A lookup table: integer x of any shape -> x.shape + (dims,), row x of weight.
-/// weight (num_embeddings, dims) float32 normal(0, 1/sqrt(dims)) (MLX). Indices are not
-/// range-checked (a lazy array's values are unknown when the graph is built; negative
-/// indices count from the end as in take_along_axis). Throws std::invalid_argument
+/// weight (num_embeddings, dims) float32 normal(0, 1/sqrt(dims)) (MLX). Indices follow
+/// take's rule: negative ones count from the end, and one outside [-num_embeddings,
+/// num_embeddings) raises std::out_of_range ("[take] ...") when evaluated (a lazy array's
+/// values are unknown when the graph is built). Throws std::invalid_argument
 /// ("[nn.Embedding] ...") for non-integer x or non-positive sizes. Source: MLX nn.Embedding.
 class Embedding : public Module {
  public:

@@ -66,8 +66,10 @@ class QuantizedLinear : public Module {
 /// Embedding with a quantized table. forward(x) dequantizes the rows x of the table: integer
 /// x of any shape -> x.shape + (dims,), dtype: the scales' for "affine", bfloat16 for the fp
 /// modes (dequantize's defaults, as MLX). Parameters "weight" uint32 (num_embeddings, dims *
-/// bits / 32), "scales", "biases" ("affine" only), all frozen. Indices are not
-/// range-checked (as Embedding). Throws std::invalid_argument ("[nn.QuantizedEmbedding]
+/// bits / 32), "scales", "biases" ("affine" only), all frozen. Indices follow take's rule
+/// (as Embedding): negative ones count from the end, and one outside [-num_embeddings,
+/// num_embeddings) raises std::out_of_range ("[take] ...") when evaluated. Throws
+/// std::invalid_argument ("[nn.QuantizedEmbedding]
 /// ...") for non-positive sizes, a format the mode does not take, dims not divisible by the
 /// group size, non-integer indices.
 class QuantizedEmbedding : public Module {
