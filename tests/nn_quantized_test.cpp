@@ -500,3 +500,24 @@ TEST(NnQuantized, FashionMnistMlpKeepsItsAccuracyAt4Bits) {
   EXPECT_LT(float_acc - q_acc, 1.0);
   EXPECT_LT(float_acc - q_all_acc, 1.0);
 }
+
+TEST(NnQuantized, UnfreezeKeepsPackedWeightsFrozen) {
+  // Fine-tuning a quantized model: unfreeze() must not make the packed words trainable (they
+  // have no gradient), while the bias becomes trainable and a step works.
+  nuvec::nn::QuantizedLinear layer(64, 8, true);
+  layer.unfreeze();
+  auto trainable = layer.trainable_parameters();
+  EXPECT_EQ(trainable.count("weight"), 0u);
+  EXPECT_EQ(trainable.count("scales"), 0u);
+  EXPECT_EQ(trainable.count("biases"), 0u);
+  EXPECT_EQ(trainable.count("bias"), 1u);
+  EXPECT_EQ(layer.parameters().count("weight"), 1u);
+  auto x = nuvec::random::normal({3, 64});
+  auto loss = [&](const nuvec::array& b) {
+    layer.update({{"bias", b}});
+    return nuvec::sum(layer(x));
+  };
+  auto g = nuvec::grad(loss)(layer.parameters().at("bias"));
+  nuvec::eval(g);
+  EXPECT_EQ(g.shape(), nuvec::Shape({8}));
+}

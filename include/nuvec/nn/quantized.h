@@ -3,6 +3,8 @@
 // (uint32 words, per-group scales and, for "affine", biases; see ops.h) and used through
 // quantized_matmul / dequantize without materialising a float matrix. As in MLX, the packed
 // weight, scales and biases are frozen: value_and_grad and the optimizers leave them alone.
+// They are registered as buffers (saved and loaded with the parameters, listed by
+// parameters()), so unfreeze() leaves them frozen too; a QuantizedLinear's bias unfreezes.
 // Source: MLX python/mlx/nn/layers/quantized.py (semantics, not code).
 #pragma once
 
