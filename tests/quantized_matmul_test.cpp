@@ -467,3 +467,17 @@ TEST(Qqmm, GlobalScalesOnlyForNvfp4AndForwardMode) {
   auto [o2, tan2] = jvp([&](const std::vector<array>& in) { return std::vector<array>{gather_qqmm(reshape(in[0], {3, 1, 64}), w, std::nullopt, std::nullopt, array({0}, {1}, int32), 32, 8, "mxfp8")}; }, {x}, {t});
   expect_near_scaled(reshape(tan2[0], {3, 8}), matmul(astype(t, float64), transpose_(fw)), 1e-5);
 }
+
+TEST(Quantize, Nvfp4ZeroGlobalScale) {
+  // An all-zero tensor's amax is 0: the round trip gives zeros, not NaN.
+  array z = zeros({2, 32}, float32);
+  auto q = quantize(z, 16, 4, "nvfp4", array(0.0f));
+  auto back = to_vector(dequantize(q[0], q[1], std::nullopt, 16, 4, "nvfp4", array(0.0f), float32));
+  for (double v : back) EXPECT_EQ(v, 0.0);
+  // A zero global scale on other data encodes as no global scale.
+  array w = randn({2, 32}, float32);
+  auto qg = quantize(w, 16, 4, "nvfp4", array(0.0f));
+  auto qn = quantize(w, 16, 4, "nvfp4");
+  expect_allclose(dequantize(qg[0], qg[1], std::nullopt, 16, 4, "nvfp4", array(0.0f), float32),
+                  dequantize(qn[0], qn[1], std::nullopt, 16, 4, "nvfp4", std::nullopt, float32), 0, 0);
+}

@@ -1154,7 +1154,8 @@ array number_of_elements(
 /// with w ~ scale * q + bias, q in [0, 2^bits - 1], MLX's fit (0 exact, the larger-magnitude
 /// edge exact); "mxfp4" (32, 4: E2M1 values, E8M0 scales), "mxfp8" (32, 8: E4M3 values, E8M0
 /// scales), "nvfp4" (16, 4: E2M1 values, E4M3 scales; optional global_scale, a one-element
-/// float array, the tensor's amax, as MLX's CUDA kernels).
+/// float array, the tensor's amax, as MLX's CUDA kernels; 0, an all-zero tensor's amax,
+/// encodes as no global scale).
 /// Returns {w_q, scales, biases} (affine) or {w_q, scales} (fp modes). Shapes: w (..., K),
 /// w_q (..., K * bits / 32), scales and biases (..., K / group_size). Dtypes: w_q uint32
 /// (values packed little-endian, bit i*bits of a row upward, across word boundaries for 3, 5

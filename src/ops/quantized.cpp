@@ -168,7 +168,11 @@ std::optional<array> global_encode(
     throw_invalid_argument(op, "global_scale must have one element; got shape ", global_scale->shape(), ".");
   }
   check_float_input(*global_scale, op, "global_scale");
-  return divide(f32(448.0f * 6.0f), astype(reshape(*global_scale, {}, s), float32, s), s);
+  // A zero amax (an all-zero tensor) would make the factor infinite and every scale 0 * inf =
+  // NaN: it encodes as no global scale instead (the values are zeros either way).
+  auto amax = astype(reshape(*global_scale, {}, s), float32, s);
+  auto zero = equal(amax, f32(0.0f), s);
+  return where(zero, f32(1.0f), divide(f32(448.0f * 6.0f), where(zero, f32(1.0f), amax, s), s), s);
 }
 
 // The scale of each group decoded from its uint8 code: E4M3 for nvfp4, 2^(code - 127) (E8M0)
