@@ -37,32 +37,10 @@ QuantSpec layer_spec(
   return p;
 }
 
-std::optional<array> biases_of(const Module& m) {
-  auto params = m.parameters();
-  auto it = params.find("biases");
-  if (it == params.end()) return std::nullopt;
-  return it->second;
-}
-
 void check_input(const char* op, const array& x, int dims) {
   if (x.ndim() == 0 || x.shape(-1) != dims) {
     throw_invalid_argument(op, "input's last dimension must be ", dims, "; got shape ", x.shape(), ".");
   }
-}
-
-// x @ dequantize(w).T through quantized_matmul, which wants a row axis: a 1-d x is taken as
-// one row and the result flattened back (as Linear's matmul treats a vector).
-array quantized_rows(
-    const array& x,
-    const array& w,
-    const array& scales,
-    const std::optional<array>& biases,
-    int group_size,
-    int bits,
-    const std::string& mode) {
-  const bool vector = x.ndim() == 1;
-  auto y = quantized_matmul(vector ? expand_dims(x, 0) : x, w, scales, biases, true, group_size, bits, mode);
-  return vector ? squeeze(y, 0) : y;
 }
 
 } // namespace
@@ -124,7 +102,7 @@ int QuantizedLinear::output_dims() const {
 
 array QuantizedLinear::forward(const array& x) {
   check_input("nn.QuantizedLinear", x, input_dims());
-  auto y = quantized_rows(x, param("weight"), param("scales"), biases_of(*this), group_size_, bits_, mode_);
+  auto y = quantized_matmul(x, param("weight"), param("scales"), packed_biases(), true, group_size_, bits_, mode_);
   if (has_param("bias")) y = y + param("bias");
   return y;
 }
@@ -181,7 +159,7 @@ array QuantizedEmbedding::forward(const array& x) {
   }
   // Gather the packed rows and their scales (and biases), then dequantize only those.
   auto idx = reshape(x, {-1});
-  auto b = biases_of(*this);
+  auto b = packed_biases();
   auto rows = dequantize(
       take(param("weight"), idx, 0), take(param("scales"), idx, 0),
       b ? std::optional<array>(take(*b, idx, 0)) : std::nullopt, group_size_, bits_, mode_);
@@ -192,7 +170,7 @@ array QuantizedEmbedding::forward(const array& x) {
 
 array QuantizedEmbedding::as_linear(const array& x) const {
   check_input("nn.QuantizedEmbedding", x, dims());
-  return quantized_rows(x, param("weight"), param("scales"), biases_of(*this), group_size_, bits_, mode_);
+  return quantized_matmul(x, param("weight"), param("scales"), packed_biases(), true, group_size_, bits_, mode_);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -61,6 +61,11 @@ class QuantizedLinear : public Module {
   const std::string& mode() const { return mode_; }
 
  private:
+  /// The packed biases ("affine") or none (fp modes), read without walking the tree.
+  std::optional<array> packed_biases() const {
+    return has_param("biases") ? std::optional<array>(param("biases")) : std::nullopt;
+  }
+
   int group_size_, bits_;
   std::string mode_;
 };
@@ -107,6 +112,11 @@ class QuantizedEmbedding : public Module {
   const std::string& mode() const { return mode_; }
 
  private:
+  /// The packed biases ("affine") or none (fp modes), read without walking the tree.
+  std::optional<array> packed_biases() const {
+    return has_param("biases") ? std::optional<array>(param("biases")) : std::nullopt;
+  }
+
   int group_size_, bits_;
   std::string mode_;
 };

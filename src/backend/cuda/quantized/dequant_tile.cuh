@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/device/mma.cuh"
 #include "quantized/quant_spec.h"
 
 namespace nuvec::cu::dq {
@@ -71,18 +72,6 @@ struct Pair<__nv_bfloat16> {
     return *reinterpret_cast<const uint32_t*>(&r);
   }
 };
-
-/// Two float32 values rounded once into a packed T pair (lo in the low half).
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
 
 /// A pair of float16 values as float32.
 __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t p) {
@@ -138,7 +127,7 @@ __device__ __forceinline__ void dequant_unit(
         const float qf = __uint_as_float(q | 0x4B000000u) - 8388608.0f;
         v[e] = c < 16 ? fmaf(s_lo, qf, b_lo) : fmaf(s_hi, qf, b_hi);
       }
-      out[j / 2] = pack_pair<T>(v[0], v[1]);
+      out[j / 2] = pack2<T>(v[0], v[1]);
     }
   } else if constexpr (BITS == 4) { // mxfp4, nvfp4: E2M1 codes
     const float sc[2] = {s_lo, s_hi};
@@ -152,7 +141,7 @@ __device__ __forceinline__ void dequant_unit(
         const uint32_t h = ((p << 9) & 0x0E000E00u) | ((p << 12) & 0x80008000u);
         const float2 f = half2_bits_to_float2(h);
         // Times 2^14 first (exact), so that a scale near float's top does not overflow alone.
-        out[wi * 4 + i] = pack_pair<T>(f.x * 16384.0f * sc[wi / 2], f.y * 16384.0f * sc[wi / 2]);
+        out[wi * 4 + i] = pack2<T>(f.x * 16384.0f * sc[wi / 2], f.y * 16384.0f * sc[wi / 2]);
       }
     }
   } else { // mxfp8: E4M3 codes, two at a time by the hardware conversion
@@ -165,7 +154,7 @@ __device__ __forceinline__ void dequant_unit(
             __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[wi] >> (16 * i)), __NV_E4M3);
         const uint32_t h = uint32_t(hr.x) | (uint32_t(hr.y) << 16);
         const float2 f = half2_bits_to_float2(h);
-        out[wi * 2 + i] = pack_pair<T>(f.x * sc, f.y * sc);
+        out[wi * 2 + i] = pack2<T>(f.x * sc, f.y * sc);
       }
     }
   }
@@ -215,7 +204,7 @@ __device__ __forceinline__ uint32_t affine8_pair(uint32_t w, int i, const RowAff
     // 2^23 + q exactly in float32 (byte into the mantissa), then s * q + b and one rounding.
     const float q0 = __uint_as_float(prmt(w, 0x4B000000u, 0x7650u | uint32_t(i))) - 8388608.0f;
     const float q1 = __uint_as_float(prmt(w, 0x4B000000u, 0x7650u | uint32_t(i + 1))) - 8388608.0f;
-    return pack_pair<T>(fmaf(r.s, q0, r.b), fmaf(r.s, q1, r.b));
+    return pack2<T>(fmaf(r.s, q0, r.b), fmaf(r.s, q1, r.b));
   } else { // float16: 1024 + q is exact for q < 256
     return Pair<T>::fma_unbias(prmt(w, 0x64646464u, uint32_t(i) | 0x40u | (uint32_t(i + 1) << 8) | 0x4000u), r.s2, r.b2);
   }
