@@ -52,12 +52,19 @@ class QuantizedLinear : public Module {
       const std::string& mode = "affine");
 
   std::string name() const override { return "QuantizedLinear"; }
+  /// quantized_matmul(x, weight, scales, biases) (+ bias): (..., input_dims) ->
+  /// (..., output_dims) in the product's dtype (see quantized_matmul).
   array forward(const array& x) override;
 
+  /// The unquantized input size (the packed weight's codes per row).
   int input_dims() const;
+  /// The output size (the packed weight's rows).
   int output_dims() const;
+  /// Values per scale (and bias).
   int group_size() const { return group_size_; }
+  /// Bits per code.
   int bits() const { return bits_; }
+  /// The quantization mode ("affine", "mxfp4", "mxfp8", "nvfp4").
   const std::string& mode() const { return mode_; }
 
  private:
@@ -99,16 +106,22 @@ class QuantizedEmbedding : public Module {
       const std::string& mode = "affine");
 
   std::string name() const override { return "QuantizedEmbedding"; }
+  /// The dequantized rows x of the table (see the class comment).
   array forward(const array& x) override;
   /// quantized_matmul(x, weight, scales, biases, transpose = true): the table as an output
   /// projection (tied embeddings), (..., dims) -> (..., num_embeddings). Throws
   /// std::invalid_argument when the last axis of x is not dims.
   array as_linear(const array& x) const;
 
+  /// The table's rows.
   int num_embeddings() const;
+  /// The unquantized row size.
   int dims() const;
+  /// Values per scale (and bias).
   int group_size() const { return group_size_; }
+  /// Bits per code.
   int bits() const { return bits_; }
+  /// The quantization mode ("affine", "mxfp4", "mxfp8", "nvfp4").
   const std::string& mode() const { return mode_; }
 
  private:
