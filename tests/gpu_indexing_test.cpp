@@ -541,6 +541,33 @@ TEST(GpuIndexing, OutOfRangeIndicesThrowAtEvalAsOnTheCpu) {
   expect_match(take(a, good, 0, kGpu), take(a, good, 0, kCpu));
 }
 
+// The range checks are read once the device has run the node (StreamState::after_device,
+// at the stream's next release event or synchronisation, with no host function on the
+// stream): one bad node among many checked ones in one eval still raises at that eval, the
+// others' results are right, and a following eval of more checked nodes than a release
+// batch (8) raises nothing left over.
+TEST(GpuIndexing, OneBadNodeAmongManyCheckedNodesRaisesAtItsEval) {
+  REQUIRE_GPU();
+  array a = values_of({4, 3}, float32);
+  array good = array({2, -1, 0}, {3}, int32);
+  array bad = array({1, 7, 0}, {3}, int32);
+  std::vector<array> ys;
+  for (int i = 0; i < 21; ++i) ys.push_back(take(a, i == 13 ? bad : good, 0, kGpu));
+  EXPECT_THROW(eval(ys), std::out_of_range);
+  array want = take(a, good, 0, kCpu);
+  for (int i = 0; i < 21; ++i) {
+    if (i == 13) {
+      for (double x : host_values(ys[i])) ASSERT_EQ(x, 0.0);
+    } else {
+      expect_match(ys[i], want);
+    }
+  }
+  std::vector<array> zs;
+  for (int i = 0; i < 30; ++i) zs.push_back(take(a, good, 0, kGpu));
+  EXPECT_NO_THROW(eval(zs));
+  for (auto& z : zs) expect_match(z, want);
+}
+
 // ---------------------------------------------------------------------------------------
 // slice_update, dynamic slice_update, concatenate
 

@@ -5,8 +5,12 @@
 // (of one batch entry, or of entries sharing an expert) are its n8 B operand, so each weight
 // word is read once for all of them; float32 accumulators. float32 runs a CUDA-core kernel
 // (tf32 would round the activations). Gathered jobs: runs of equal rhs, found in-kernel.
-// H200 status (bench/gpu_compare.py --only quantized): W4 14336x4096 M=1 takes 28 us in the
-// kernel (ncu), 0.25 of the copy bandwidth, latency-bound (0.45 issued warps a scheduler).
+// H200 status (bench/qmv_bench.cu, events): W4 g64 bf16 M=1 14336x4096 23 us in the kernel,
+// 0.33 of the copy bandwidth (was 28 us before the lean loop below). What limits it now (ncu):
+// warps issue every ~8 cycles, the stalls spread over fixed-latency dependencies, memory,
+// and the block's barriers (staging, cluster reduction) amortised over few rounds; the next
+// step is a producer/consumer pipeline (bulk copies of weight tiles into shared memory)
+// that decouples the bytes in flight from the registers and the block count.
 #include <cooperative_groups.h>
 
 #include "backend/cuda/index_errors.cuh"
@@ -25,7 +29,7 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBlockRows = 16 * kWarps; ///< rows of W (output columns n) per block
 constexpr int kCols = 8;                ///< activation rows per job: the mma's n8
-constexpr int kSliceChunks = 64;        ///< chunks of 32 codes staged in shared memory at once
+constexpr int kSliceBytes = 32 << 10;   ///< shared memory for staged activations, per block
 constexpr int kMaxGatherBatch = 1024;   ///< batch entries the in-kernel job search scans
 
 /// The launch's view of a QmmArgs (see qmm.h), plus the split of K over a cluster.
@@ -44,7 +48,8 @@ struct QmvParams {
   int group_shift;      ///< log2(group_size) (16, 32, 64 or 128)
   QuantMode mode;
   int per_job;          ///< batch entries per job: 8 / M
-  int64_t split_chunks; ///< chunks of K per block of a cluster (a multiple of 4)
+  int64_t split_chunks; ///< chunks of K per block of a cluster (a multiple of a round, 16)
+  int slice_chunks;     ///< chunks of activations staged in shared memory at once
   int splits;           ///< blocks of a cluster (1: no cluster)
   int col_slots;        ///< activation columns a job can have (the staging layout's stride)
   bool gathered;
@@ -174,40 +179,72 @@ __device__ __forceinline__ void chunk_params(
   g[1] = p.group_size == 16 ? quant::group_params<T>(p.mode, scales, biases, i + 1) : g[0];
 }
 
-/// chunk_params as group_raw's bits (one register a group), for the tensor-core kernel.
-template <typename T>
-__device__ __forceinline__ void chunk_raw(
-    const QmvParams& p, const void* scales, const void* biases, int64_t row_group, int q, bool valid,
-    uint32_t (&g)[2]) {
-  if (!valid) {
-    g[0] = g[1] = 0u;
-    return;
-  }
-  const int64_t i = row_group + ((q * kChunkCodes) >> p.group_shift);
-  g[0] = quant::group_raw<T>(p.mode, scales, biases, i);
-  g[1] = p.group_size == 16 ? quant::group_raw<T>(p.mode, scales, biases, i + 1) : g[0];
-}
-
 /// Raw bits of element k of 32 16-bit elements held in 16 words.
 __device__ __forceinline__ uint32_t half_bits(const uint32_t (&e)[16], int k) {
   return (e[k / 2] >> (16 * (k % 2))) & 0xffffu;
 }
 
+/// One lane's weight rows in the tensor-core qmv: the packed words and group parameters of
+/// row g and row g + 8 of its warp's 16, as 32-bit offsets from the weight batch's bases
+/// (qmv_covers keeps a batch's words and groups under 2^31): the loop does no 64-bit
+/// arithmetic and no mode or bounds tests outside the last round, and keeps few registers
+/// for addresses (with a 64-bit pointer per row the compiler rematerialised the row
+/// addresses on every chunk).
+template <typename T, bool kAffine, int BITS>
+struct LaneRows {
+  const uint32_t* w;
+  const unsigned short* s16; ///< affine scales (T bits)
+  const unsigned short* b16; ///< affine biases
+  const unsigned char* s8;   ///< fp modes' scale codes
+  uint32_t wo[2];            ///< first word of each row
+  uint32_t go[2];            ///< first group of each row
+  int group_shift;
+  bool two_groups;           ///< nvfp4: a chunk spans two groups of 16
+
+  /// Requests chunk q (row-relative) of both rows into w and raw (group_raw's bits of its
+  /// two halves). kChecked: q may lie past the range's end (valid false): zeros instead.
+  template <bool kChecked>
+  __device__ __forceinline__ void request(int q, bool valid, uint32_t (&wr)[2][BITS], uint32_t (&raw)[2][2]) const {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (kChecked && !valid) {
+#pragma unroll
+        for (int i = 0; i < BITS; ++i) wr[r][i] = 0u;
+        raw[r][0] = raw[r][1] = 0u;
+        continue;
+      }
+      load_chunk<BITS>(wr[r], w + (wo[r] + uint32_t(q) * BITS), true);
+      const uint32_t gi = go[r] + ((uint32_t(q) * kChunkCodes) >> group_shift);
+      if constexpr (kAffine) {
+        raw[r][0] = raw[r][1] = uint32_t(__ldg(s16 + gi)) | (uint32_t(__ldg(b16 + gi)) << 16);
+      } else {
+        raw[r][0] = __ldg(s8 + gi);
+        raw[r][1] = two_groups ? uint32_t(__ldg(s8 + gi + 1)) : raw[r][0];
+      }
+    }
+  }
+};
+
 /// Tensor-core qmv: block (n block, K split) x job; warp w owns rows n0 + 16w .. + 15 of W
 /// and lanes (g, t) = (lane / 4, lane % 4) hold rows g and g + 8. Lane t of a quad reads
 /// chunks 4u + t of its two rows (coalesced 16-byte loads), so its A fragments at step s are
-/// pairs 2s, 2s + 1 of its chunk; the activations are staged in shared memory in that pair
-/// order ([chunk][column] 64 bytes, 16-byte segments swizzled by chunk so a quarter warp's
-/// reads hit distinct bank groups), column g being lane g's B. The weight read is software
-/// pipelined: a round covers 4U chunks, and each chunk's words for the next round are
-/// requested as soon as this round's are decoded, so a warp always has a round of loads in
-/// flight (measured: one round per block left the H200 at 0.21 of the copy bandwidth,
-/// latency-bound). A cluster of `splits` blocks covers K; their partial sums meet in
+/// pairs 2s, 2s + 1 of its chunk; the activations are staged in shared memory once per slice
+/// (normally the block's whole K range) in that pair order ([chunk][column] 64 bytes, 16-byte
+/// segments swizzled by chunk so a quarter warp's reads hit distinct bank groups), column g
+/// being lane g's B (lanes past the job's columns read its last: their outputs are not
+/// stored). The weight read is software pipelined: a round covers 4U chunks, and each chunk's
+/// words for the next round are requested as soon as this round's are decoded, so a warp
+/// always has a round of loads in flight. Only the last round of a slice checks its chunks
+/// (the staging zero-fills the activations past the slice); rows past N read row N - 1 and
+/// are not stored. A cluster of `splits` blocks covers K; their partial sums meet in
 /// distributed shared memory and each block writes 1/splits of the tile.
-template <typename T, bool kAffine, int BITS>
-__global__ void __launch_bounds__(kThreads, 4) qmv_mma_kernel(const QmvParams p) {
+/// Measured on the H200 (bench/qmv_bench.cu): the earlier form of this kernel, with a mode
+/// test, 64-bit index arithmetic and bounds predicates on every chunk, executed ~400
+/// instructions a warp per KB of weights and was issue-bound at 0.25 of the copy bandwidth.
+template <typename T, bool kAffine, int BITS, int U = (BITS >= 5 ? 2 : 4), int kMinBlocks = 4>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) qmv_mma_kernel(const QmvParams p) {
+  // U: chunks a lane has in flight per row and round; kMinBlocks: blocks an SM (registers).
   using Dec = quant::ChunkDecoder<T, kAffine, BITS>;
-  constexpr int U = BITS >= 5 ? 2 : 4; // chunks a lane has in flight per row and round
   constexpr int kRound = 4 * U;        // chunks per round
   extern __shared__ uint4 xs[];        // [chunk][column slot][4 segments]
   __shared__ float part[kBlockRows * kCols];
@@ -219,55 +256,75 @@ __global__ void __launch_bounds__(kThreads, 4) qmv_mma_kernel(const QmvParams p)
   const int64_t nb = blockIdx.x / p.splits;
   const int split = blockIdx.x % p.splits;
   const int64_t row0 = nb * kBlockRows + warp * 16 + g, row1 = row0 + 8;
-  const bool v0 = row0 < p.N, v1 = row1 < p.N;
   const int64_t e = job.expert;
-  const uint32_t* w = p.w + e * p.N * p.row_words;
-  const size_t pelt = p.mode == QuantMode::Affine ? sizeof(T) : 1;
-  const void* scales = static_cast<const char*>(p.scales) + e * p.N * p.groups * pelt;
-  const void* biases = p.biases ? static_cast<const char*>(p.biases) + e * p.N * p.groups * pelt : nullptr;
+  LaneRows<T, kAffine, BITS> rows;
+  {
+    const size_t pelt = kAffine ? sizeof(T) : 1;
+    const int64_t goff = e * p.N * p.groups * static_cast<int64_t>(pelt);
+    rows.w = p.w + e * p.N * p.row_words;
+    rows.s16 = reinterpret_cast<const unsigned short*>(static_cast<const char*>(p.scales) + goff);
+    rows.b16 = p.biases ? reinterpret_cast<const unsigned short*>(static_cast<const char*>(p.biases) + goff) : nullptr;
+    rows.s8 = static_cast<const unsigned char*>(p.scales) + goff;
+    // Rows past N read row N - 1 (not stored).
+    const uint32_t n0 = static_cast<uint32_t>(row0 < p.N ? row0 : p.N - 1);
+    const uint32_t n1 = static_cast<uint32_t>(row1 < p.N ? row1 : p.N - 1);
+    rows.wo[0] = n0 * static_cast<uint32_t>(p.row_words), rows.wo[1] = n1 * static_cast<uint32_t>(p.row_words);
+    rows.go[0] = n0 * static_cast<uint32_t>(p.groups), rows.go[1] = n1 * static_cast<uint32_t>(p.groups);
+  }
+  rows.group_shift = p.group_shift;
+  rows.two_groups = !kAffine && p.group_size == 16;
   const T* x = static_cast<const T*>(p.x);
   const int cs = p.col_slots, cols = job.cols;
+  const int xc = g < cols ? g : cols - 1; // the activation column lane g's B operand holds
 
   const int kchunks = static_cast<int>(p.K / kChunkCodes);
   const int q_begin = split * static_cast<int>(p.split_chunks);
   const int q_end = q_begin + p.split_chunks < kchunks ? q_begin + static_cast<int>(p.split_chunks) : kchunks;
-  // Row bases hoisted out of the loop (64-bit products once).
-  const uint32_t* w0 = w + row0 * p.row_words;
-  const uint32_t* w1 = w + row1 * p.row_words;
-  const int64_t g0 = row0 * p.groups, g1 = row1 * p.groups;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Two accumulator sets (chunk u of a round adds into set u % 2), so that consecutive mmas
+  // do not wait for each other (measured: 3-7% on W8, nothing on W4; four sets no better).
+  constexpr int kAcc = 2;
+  float accs[kAcc][4] = {};
 
   uint32_t wr[U][2][BITS];
   uint32_t gp[U][2][2];
-  // Requests chunk u of the round starting at slice chunk r0 (nq chunks in the slice).
-  auto request = [&](int u, int qs, int r0, int nq) {
-    const int qi = r0 + 4 * u + t;
-    const bool vq = qi < nq;
-    const int q = qs + qi;
-    load_chunk<BITS>(wr[u][0], w0 + q * BITS, vq && v0);
-    load_chunk<BITS>(wr[u][1], w1 + q * BITS, vq && v1);
-    chunk_raw<T>(p, scales, biases, g0, q, vq && v0, gp[u][0]);
-    chunk_raw<T>(p, scales, biases, g1, q, vq && v1, gp[u][1]);
+  // Requests round chunk u (chunk r0 + 4u + t of the slice at qs, nq chunks in it).
+  auto request_round = [&](int qs, int r0, int nq) {
+    if (r0 + kRound <= nq) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) rows.template request<false>(qs + r0 + 4 * u + t, true, wr[u], gp[u]);
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int qi = r0 + 4 * u + t;
+        rows.template request<true>(qs + qi, qi < nq, wr[u], gp[u]);
+      }
+    }
   };
 
-  for (int qs = q_begin; qs < q_end; qs += kSliceChunks) {
-    const int nq = q_end - qs < kSliceChunks ? q_end - qs : kSliceChunks;
+  for (int qs = q_begin; qs < q_end; qs += p.slice_chunks) {
+    const int nq = q_end - qs < p.slice_chunks ? q_end - qs : p.slice_chunks;
+    const int padded = (nq + kRound - 1) / kRound * kRound;
     // The first round's weights are requested before the staging barrier, so their latency
     // overlaps the activations' copy.
-#pragma unroll
-    for (int u = 0; u < U; ++u) request(u, qs, 0, nq);
+    request_round(qs, 0, nq);
     __syncthreads(); // the previous slice is consumed
-    for (int i = threadIdx.x; i < nq * cols; i += kThreads) {
+    for (int i = threadIdx.x; i < padded * cols; i += kThreads) {
       const int qi = i / cols, c = i % cols;
-      const uint4* src = reinterpret_cast<const uint4*>(x + job.x_row[c] * p.K + (qs + qi) * kChunkCodes);
-      uint32_t el[16], pairs[16];
+      uint32_t pairs[16];
+      if (qi < nq) {
+        const uint4* src = reinterpret_cast<const uint4*>(x + job.x_row[c] * p.K + int64_t(qs + qi) * kChunkCodes);
+        uint32_t el[16];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const uint4 v = __ldg(src + k);
-        el[4 * k] = v.x, el[4 * k + 1] = v.y, el[4 * k + 2] = v.z, el[4 * k + 3] = v.w;
+        for (int k = 0; k < 4; ++k) {
+          const uint4 v = __ldg(src + k);
+          el[4 * k] = v.x, el[4 * k + 1] = v.y, el[4 * k + 2] = v.z, el[4 * k + 3] = v.w;
+        }
+#pragma unroll
+        for (int q = 0; q < 16; ++q) pairs[q] = half_bits(el, Dec::code(q, 0)) | (half_bits(el, Dec::code(q, 1)) << 16);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 16; ++q) pairs[q] = 0u; // past the slice: zero activations
       }
-#pragma unroll
-      for (int q = 0; q < 16; ++q) pairs[q] = half_bits(el, Dec::code(q, 0)) | (half_bits(el, Dec::code(q, 1)) << 16);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         xs[(qi * cs + c) * 4 + (k ^ (qi & 3))] = make_uint4(pairs[4 * k], pairs[4 * k + 1], pairs[4 * k + 2], pairs[4 * k + 3]);
@@ -276,33 +333,41 @@ __global__ void __launch_bounds__(kThreads, 4) qmv_mma_kernel(const QmvParams p)
     __syncthreads();
 
     for (int r0 = 0; r0 < nq; r0 += kRound) {
-      const bool more = r0 + kRound < nq;
+      const int next = r0 + kRound;
+      // What the next round requests (warp-uniform): 0 nothing, 1 a full round, 2 the tail.
+      const int kind = next >= nq ? 0 : next + kRound <= nq ? 1 : 2;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (r0 + 4 * u >= nq) break; // warp-uniform: the last round's tail
         const int qi = r0 + 4 * u + t;
         uint32_t a0[16], a1[16], xb[16];
         Dec::decode(wr[u][0], gp[u][0], p.mode, a0);
         Dec::decode(wr[u][1], gp[u][1], p.mode, a1);
-        if (more) request(u, qs, r0 + kRound, nq); // this chunk's registers are free again
-        if (qi < nq && g < cols) {
+        // This chunk's registers are free again: request its successor of the next round.
+        if (kind == 1) {
+          rows.template request<false>(qs + next + 4 * u + t, true, wr[u], gp[u]);
+        } else if (kind == 2) {
+          rows.template request<true>(qs + next + 4 * u + t, next + 4 * u + t < nq, wr[u], gp[u]);
+        }
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const uint4 v = xs[(qi * cs + g) * 4 + (k ^ (qi & 3))];
-            xb[4 * k] = v.x, xb[4 * k + 1] = v.y, xb[4 * k + 2] = v.z, xb[4 * k + 3] = v.w;
-          }
-        } else {
-#pragma unroll
-          for (int k = 0; k < 16; ++k) xb[k] = 0u;
+        for (int k = 0; k < 4; ++k) {
+          const uint4 v = xs[(qi * cs + xc) * 4 + (k ^ (qi & 3))];
+          xb[4 * k] = v.x, xb[4 * k + 1] = v.y, xb[4 * k + 2] = v.z, xb[4 * k + 3] = v.w;
         }
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
           const uint32_t a[4] = {a0[2 * s], a1[2 * s], a0[2 * s + 1], a1[2 * s + 1]};
           const uint32_t b[2] = {xb[2 * s], xb[2 * s + 1]};
-          mma_m16n8k16<T>(acc, a, b);
+          mma_m16n8k16<T>(accs[u % kAcc], a, b);
         }
       }
     }
+  }
+  float acc[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc[i] = accs[0][i];
+#pragma unroll
+    for (int k = 1; k < kAcc; ++k) acc[i] += accs[k][i];
   }
 
   // acc[0..1]: (row0, columns 2t, 2t + 1); acc[2..3]: (row1, the same columns).
@@ -383,6 +448,13 @@ __global__ void __launch_bounds__(kThreads) qmv_f32_kernel(const QmvParams p) {
   }
 }
 
+/// The cluster split a launch takes when positive (bench/qmv_bench.cu's sweeps; 0: the
+/// heuristic below).
+int force_splits = 0;
+/// When set, launches the half-type kernel in qmv's place with qmv's parameters (bench
+/// variants of qmv_mma_kernel's template arguments).
+void (*launch_override)(const QmmArgs& a, const QmvParams& p, dim3 grid, size_t smem) = nullptr;
+
 /// Words moved by one load of a chunk of BITS words (16-, 8- or 4-byte vectors).
 int chunk_vector_words(int bits) {
   return bits % 4 == 0 ? 4 : bits % 2 == 0 ? 2 : 1;
@@ -415,6 +487,8 @@ bool qmv_covers(const QmmArgs& a) {
   if (gathered ? a.batch > kMaxGatherBatch : a.batch != 1) return false;
   const int vw = chunk_vector_words(a.spec.bits);
   const int64_t row_words = a.K * a.spec.bits / 32;
+  // The kernels address one weight batch's words and groups with 32-bit offsets.
+  if (a.N * row_words >= (int64_t(1) << 31)) return false;
   return row_words % vw == 0 && is_aligned(a.w, 4 * vw) && is_aligned(a.x, 16);
 }
 
@@ -452,17 +526,28 @@ void qmv(const QmmArgs& a) {
     return;
   }
 
-  // Split K over a cluster of up to 8 blocks until the grid covers the device about three
-  // times (small N, the decode case), keeping at least two rounds of 16 chunks a block (the
-  // pipeline needs rounds to overlap; blocks of one round were latency-bound on the H200).
+  // Split K over a cluster of up to 8 blocks until the grid has about two blocks an SM (at
+  // least 15/8: measured best on the H200 for M <= 8 on the issue's shapes, at 1.9 to 3.4
+  // blocks an SM; more splits only add reductions and barriers, fewer leave the memory
+  // system idle) and a block's activations fit the staging budget, keeping at least a
+  // round of 16 chunks a block. A block stages its range's activations once when they fit
+  // (slices of kSliceBytes otherwise: each slice drains the pipeline).
   const int64_t nblocks = ceil_div(a.N, kBlockRows);
-  int splits = 1;
-  while (splits < 8 && nblocks * jobs * splits < 3 * sms && kchunks / (2 * splits) >= 32) splits *= 2;
-  p.split_chunks = ceil_div(ceil_div(kchunks, splits), 4) * 4;
-  p.splits = splits;
   p.col_slots = static_cast<int>(p.gathered ? p.per_job * a.M : a.M);
-  const size_t smem = static_cast<size_t>(std::min<int64_t>(p.split_chunks, kSliceChunks)) * p.col_slots * 64;
+  auto range = [&](int s) { return ceil_div(ceil_div(kchunks, s), int64_t(16)) * 16; };
+  const int64_t slice_cap = std::max<int64_t>(16, kSliceBytes / (p.col_slots * 64) / 16 * 16);
+  int splits = 1;
+  while (splits < 8 && range(2 * splits) >= 16 &&
+         (8 * nblocks * jobs * splits < 15 * int64_t(sms) || range(splits) > slice_cap)) {
+    splits *= 2;
+  }
+  if (force_splits > 0) splits = force_splits;
+  p.split_chunks = range(splits);
+  p.splits = splits;
+  p.slice_chunks = static_cast<int>(std::min(p.split_chunks, slice_cap));
+  const size_t smem = static_cast<size_t>(p.slice_chunks) * p.col_slots * 64;
   const dim3 grid(static_cast<unsigned>(nblocks * splits), static_cast<unsigned>(jobs));
+  if (launch_override) return launch_override(a, p, grid, smem);
   dispatch_device_float_types(a.dtype, "quantized_matmul", [&]<typename T>() {
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
       quant::dispatch_format(a.spec, [&]<bool kAffine, int BITS>() {

@@ -49,7 +49,13 @@ void StreamState::hold_pinned(void* ptr, size_t size) {
   current_.pinned.emplace_back(ptr, size);
 }
 
+void StreamState::after_device(std::function<void()> f) {
+  current_.after.push_back(std::move(f));
+}
+
 void StreamState::release(Held& h) {
+  for (auto& f : h.after) f();
+  h.after.clear();
   h.data.clear();
   for (auto& [p, n] : h.scratch) device_free(p, n);
   h.scratch.clear();

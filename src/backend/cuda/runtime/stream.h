@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -30,6 +31,12 @@ class StreamState {
   void hold_scratch(void* ptr, size_t size);
   /// Keeps a pinned staging block likewise, then returns it to the pinned pool.
   void hold_pinned(void* ptr, size_t size);
+  /// Runs f on this worker once the device has run the work launched so far (when the batch
+  /// holding it is released: at the next completed event or synchronize), before the
+  /// buffers held with it go. For host work that reads what a kernel left in pinned memory
+  /// (the index checks of index_errors.cuh) without a host function on the stream, which
+  /// would stall the stream for tens of microseconds per node. f must not throw.
+  void after_device(std::function<void()> f);
   /// Ends a node: every few nodes an event marks what was held, and batches whose event
   /// has completed are released.
   void end_task();
@@ -44,6 +51,7 @@ class StreamState {
     std::vector<std::shared_ptr<array::Data>> data;
     std::vector<std::pair<void*, size_t>> scratch;
     std::vector<std::pair<void*, size_t>> pinned;
+    std::vector<std::function<void()>> after;
   };
   void release(Held& h);
   // Releases every pending batch (the caller has synchronised the stream).
