@@ -36,15 +36,7 @@ void bench_run(const cu::QmmArgs& a) {
 int run_checks() {
   std::mt19937 g(4321);
   int fails = 0;
-  struct F {
-    const char* name;
-    QuantSpec sp;
-  };
-  const F formats[] = {{"affine4 g64", {QuantMode::Affine, 64, 4}}, {"affine4 g32", {QuantMode::Affine, 32, 4}},
-                       {"affine4 g128", {QuantMode::Affine, 128, 4}}, {"affine8 g64", {QuantMode::Affine, 64, 8}},
-                       {"affine8 g32", {QuantMode::Affine, 32, 8}},   {"affine3 g64", {QuantMode::Affine, 64, 3}},
-                       {"mxfp4", {QuantMode::Mxfp4, 32, 4}},          {"nvfp4", {QuantMode::Nvfp4, 16, 4}}};
-  for (const F& f : formats) {
+  for (const NamedFormat& f : kFormats) {
     for (bool bf : {true, false}) {
       for (int64_t M : {1, 3, 8}) {
         for (auto [N, K] : {std::pair<int64_t, int64_t>{200, 384}, {72, 2176}, {1000, 4096}}) {
@@ -131,30 +123,15 @@ void run_timings(bool sweep) {
   const int64_t NK[4][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}};
   for (auto& nk : NK) {
     const int64_t N = nk[0], K = nk[1];
-    const int64_t wbytes16 = N * K * 2;
-    const int rot16 = static_cast<int>(std::max<int64_t>(2, (300ll << 20) / wbytes16 + 1));
-    std::vector<uint16_t*> wb(rot16);
-    for (auto& p : wb) {
-      CK(cudaMalloc(&p, wbytes16));
-      fill_bf16<<<1024, 256>>>(p, N * K, 7);
-    }
+    DenseCopies dense(N, K, 300ll << 20);
     uint16_t *x, *out;
     CK(cudaMalloc(&x, 8 * K * 2));
     CK(cudaMalloc(&out, 8 * N * 2));
     fill_bf16<<<64, 256>>>(x, 8 * K, 3);
     for (int bits : {4, 8}) {
       const int64_t qbytes = N * K * bits / 8 + N * (K / 64) * 4;
-      const int rotq = static_cast<int>(std::max<int64_t>(2, (300ll << 20) / qbytes + 1));
-      std::vector<uint32_t*> qw(rotq);
-      std::vector<uint16_t*> qs(rotq), qb(rotq);
-      for (int r = 0; r < rotq; ++r) {
-        CK(cudaMalloc(&qw[r], N * K * bits / 8));
-        CK(cudaMalloc(&qs[r], N * (K / 64) * 2));
-        CK(cudaMalloc(&qb[r], N * (K / 64) * 2));
-        fill_random<<<1024, 256>>>(qw[r], N * K * bits / 32, 5 + r);
-        fill_bf16<<<256, 256>>>(qs[r], N * (K / 64), 11 + r);
-        fill_bf16<<<256, 256>>>(qb[r], N * (K / 64), 13 + r);
-      }
+      QuantCopies q(N, K, bits, 300ll << 20);
+      const int rotq = q.count();
       for (int64_t M : {1, 2, 4, 8}) {
         cu::QmmArgs a;
         a.spec = {QuantMode::Affine, 64, bits};
@@ -163,16 +140,16 @@ void run_timings(bool sweep) {
         a.x = x, a.out = out;
         auto t = [&] {
           return time_us([&](int r) {
-            a.w = qw[r], a.scales = qs[r], a.biases = qb[r];
+            a.w = q.w[r], a.scales = q.s[r], a.biases = q.b[r];
             cu::qmv(a);
           }, rotq);
         };
         const float tq = t();
         const float one = 1.0f, zero = 0.0f;
         const float tb = time_us([&](int r) {
-          cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, wb[r], CUDA_R_16BF, int(K), x,
+          cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, dense.w[r], CUDA_R_16BF, int(K), x,
                        CUDA_R_16BF, int(K), &zero, out, CUDA_R_16BF, int(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        }, rot16);
+        }, dense.count());
         const float fl = static_cast<float>(qbytes / bw);
         std::printf("N=%-6lld K=%-6lld M=%lld W%d  qmv %8.2f us  bf16 %8.2f us  x%5.2f  floor %5.2f",
                     (long long)N, (long long)K, (long long)M, bits, tq, tb, tb / tq, fl / tq);
@@ -185,10 +162,10 @@ void run_timings(bool sweep) {
             const int sc = (row_chunks + sp - 1) / sp;
             const unsigned blocks = static_cast<unsigned>((N + 63) / 64 * sp);
             const float tq4 = time_us([&](int r) {
-              read_pattern<true><<<blocks, 128>>>(reinterpret_cast<const uint4*>(qw[r]), N, row_chunks, sc, sp, sink);
+              read_pattern<true><<<blocks, 128>>>(reinterpret_cast<const uint4*>(q.w[r]), N, row_chunks, sc, sp, sink);
             }, rotq);
             const float tc = time_us([&](int r) {
-              read_pattern<false><<<blocks, 128>>>(reinterpret_cast<const uint4*>(qw[r]), N, row_chunks, sc, sp, sink);
+              read_pattern<false><<<blocks, 128>>>(reinterpret_cast<const uint4*>(q.w[r]), N, row_chunks, sc, sp, sink);
             }, rotq);
             std::printf(" s%d %.1f/%.1f", sp, tq4, tc);
           }
@@ -215,9 +192,7 @@ void run_timings(bool sweep) {
         std::fflush(stdout);
         rows.push_back({N, K, M, bits, tq, tb, fl});
       }
-      for (int r = 0; r < rotq; ++r) cudaFree(qw[r]), cudaFree(qs[r]), cudaFree(qb[r]);
     }
-    for (auto p : wb) cudaFree(p);
     cudaFree(x), cudaFree(out);
   }
   cublasDestroy(h);

@@ -139,9 +139,9 @@ TEST(GpuQuantized, QmvLeadingAxesAreRows) {
   check_product({"mxfp4", 32, 4}, float32, {2, 3, 256}, 70, true);
 }
 
-// Long rows: the K split over a cluster of blocks (small N) and several shared-memory slices
-// of activations per block (K = 20480: 80 chunks a block of the 8-block cluster); K = 160 is
-// a partial 128-code round.
+// Long rows: the K split over a cluster of blocks (small N); several shared-memory slices of
+// activations per block (8 rows, K = 16896: 80 chunks a block of the 8-block cluster against
+// a 64-chunk staging budget); K = 160 is a partial round.
 TEST(GpuQuantized, QmvLongRowsSplitOverClusters) {
   REQUIRE_GPU();
   for (const Format& f : {Format{"affine", 64, 4}, Format{"affine", 64, 8}, Format{"affine", 128, 3},
@@ -149,6 +149,7 @@ TEST(GpuQuantized, QmvLongRowsSplitOverClusters) {
     for (Dtype dt : {bfloat16, float16}) {
       check_product(f, dt, {1, 20480}, 130, true);
       check_product(f, dt, {4, 4096}, 300, true);
+      check_product(f, dt, {8, 16896}, 72, true);
     }
   }
   check_product({"affine", 32, 4}, bfloat16, {3, 160}, 1000, true);

@@ -123,10 +123,11 @@ inline void report_index_error(ErrorSlots::Slot slot, const char* op) {
           op, "indices must lie in [", -e.n, ", ", e.n, ") along axis ", e.axis,
           " (of size ", e.n, "); got ", e.value, "."))));
     }
+    error_slots().release(slot);
   } catch (...) {
-    // Nothing may escape a release; the error is lost rather than the worker.
+    // Nothing may escape a release; the error (or, out of memory, the slot) is lost rather
+    // than the worker.
   }
-  error_slots().release(slot);
 }
 
 } // namespace detail
@@ -150,10 +151,15 @@ class IndexErrorCheck {
   void finish(void* out, size_t bytes) {
     if (dev_ == nullptr) return;
     auto slot = detail::error_slots().acquire();
-    detail::finish_index_check_kernel<<<32, 256, 0, stream()>>>(
-        dev_, static_cast<unsigned char*>(out), bytes, slot.device);
-    check_launch("finish_index_check_kernel");
-    current_state()->after_device([slot, op = op_] { detail::report_index_error(slot, op); });
+    try {
+      detail::finish_index_check_kernel<<<32, 256, 0, stream()>>>(
+          dev_, static_cast<unsigned char*>(out), bytes, slot.device);
+      check_launch("finish_index_check_kernel");
+      current_state()->after_device([slot, op = op_] { detail::report_index_error(slot, op); });
+    } catch (...) {
+      detail::error_slots().release(slot);
+      throw;
+    }
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "backend/common/math/quant.h"
 #include "backend/cuda/device/convert.cuh"
@@ -70,6 +71,28 @@ __device__ __forceinline__ GroupParams from_raw(QuantMode mode, uint32_t raw) {
 /// Codes in one chunk: a lane of the tensor-core paths reads 32 consecutive codes of a row,
 /// `bits` 32-bit words starting on a word boundary whatever the width.
 constexpr int kChunkCodes = 32;
+
+/// Loads the BITS words of one chunk (aligned to its vector width: the launcher checks the
+/// row length) through the read-only path, or zeros.
+template <int BITS>
+__device__ __forceinline__ void load_chunk(uint32_t (&w)[BITS], const uint32_t* src, bool valid) {
+  if constexpr (BITS % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < BITS / 4; ++i) {
+      const uint4 v = valid ? __ldg(reinterpret_cast<const uint4*>(src) + i) : make_uint4(0, 0, 0, 0);
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (BITS % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < BITS / 2; ++i) {
+      const uint2 v = valid ? __ldg(reinterpret_cast<const uint2*>(src) + i) : make_uint2(0, 0);
+      w[2 * i] = v.x, w[2 * i + 1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BITS; ++i) w[i] = valid ? __ldg(src + i) : 0u;
+  }
+}
 
 /// Which decoder a (mode, bits, T) takes: the affine 4-bit codes, and 8-bit ones into
 /// float16, become T by or-ing them into the mantissa of a power of two (exact) and one
@@ -145,6 +168,23 @@ struct ChunkDecoder {
     }
   }
 
+  /// The pair and half holding code c (code's inverse; compile-time).
+  __host__ __device__ static constexpr int pair_of(int c) {
+    for (int p = 0; p < 16; ++p) {
+      if (code(p, 0) == c || code(p, 1) == c) return p;
+    }
+    return -1;
+  }
+  __host__ __device__ static constexpr int half_of(int c) {
+    return code(pair_of(c), 0) == c ? 0 : 1;
+  }
+
+  /// decode's pairs in natural order: word m of `out` holds codes 2m (low half) and 2m + 1,
+  /// one byte permutation each (what a dequantized matrix stores).
+  __device__ __forceinline__ static void natural(const uint32_t (&pairs)[16], uint32_t (&out)[16]) {
+    natural_words(pairs, out, std::make_integer_sequence<int, 16>{});
+  }
+
   /// Code c (a compile-time constant after unrolling) of the chunk: bits [c*BITS, (c+1)*BITS)
   /// of the little-endian word stream, straddling two words for 3, 5 and 6 bits.
   __device__ __forceinline__ static uint32_t extract(const uint32_t (&w)[BITS], int c) {
@@ -155,6 +195,16 @@ struct ChunkDecoder {
   }
 
  private:
+  // Word m of natural(): the pair indices and byte selectors are template constants, so
+  // the pairs stay in registers.
+  template <int... M>
+  __device__ __forceinline__ static void natural_words(
+      const uint32_t (&pairs)[16], uint32_t (&out)[16], std::integer_sequence<int, M...>) {
+    ((out[M] = __byte_perm(pairs[pair_of(2 * M)], pairs[pair_of(2 * M + 1)],
+                           (half_of(2 * M) ? 0x32u : 0x10u) | ((half_of(2 * M + 1) ? 0x76u : 0x54u) << 8))),
+     ...);
+  }
+
   template <typename P>
   __device__ __forceinline__ static P bits_to(uint32_t v) {
     P r;

@@ -5,8 +5,9 @@
 // (of one batch entry, or of entries sharing an expert) are its n8 B operand, so each weight
 // word is read once for all of them; float32 accumulators. float32 runs a CUDA-core kernel
 // (tf32 would round the activations). Gathered jobs: runs of equal rhs, found in-kernel.
-// H200 status (bench/qmv_bench.cu, events): W4 g64 bf16 M=1 14336x4096 23 us in the kernel,
-// 0.33 of the copy bandwidth (was 28 us before the lean loop below). What limits it now (ncu):
+// H200 status (bench/qmv_bench.cu, events): W4 g64 bf16 M=1 14336x4096 21-23 us in the
+// kernel, 0.34 of the copy bandwidth (28.5 us before the lean loop below); the same read
+// without decoding takes 10 us (bench/GPU-NOTES.md). What limits it now (ncu):
 // warps issue every ~8 cycles, the stalls spread over fixed-latency dependencies, memory,
 // and the block's barriers (staging, cluster reduction) amortised over few rounds; the next
 // step is a producer/consumer pipeline (bulk copies of weight tiles into shared memory)
@@ -24,6 +25,7 @@ namespace {
 namespace cg = cooperative_groups;
 using quant::GroupParams;
 using quant::kChunkCodes;
+using quant::load_chunk;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
@@ -141,28 +143,6 @@ __device__ void setup_job(const QmvParams& p, JobSlots& s) {
   __syncthreads();
 }
 
-/// Loads the BITS words of one chunk (aligned to its vector width: the launcher checks the
-/// row length) through the read-only path, or zeros.
-template <int BITS>
-__device__ __forceinline__ void load_chunk(uint32_t (&w)[BITS], const uint32_t* src, bool valid) {
-  if constexpr (BITS % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 4; ++i) {
-      const uint4 v = valid ? __ldg(reinterpret_cast<const uint4*>(src) + i) : make_uint4(0, 0, 0, 0);
-      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-    }
-  } else if constexpr (BITS % 2 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 2; ++i) {
-      const uint2 v = valid ? __ldg(reinterpret_cast<const uint2*>(src) + i) : make_uint2(0, 0);
-      w[2 * i] = v.x, w[2 * i + 1] = v.y;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < BITS; ++i) w[i] = valid ? __ldg(src + i) : 0u;
-  }
-}
-
 /// The group parameters of chunk q of the row whose first group is `row_group` (codes 0..15
 /// and 16..31; two groups only when group_size is 16), or zeros. The group index is a shift:
 /// no integer division in the loop.
@@ -246,6 +226,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) qmv_mma_kernel(const Qmv
   // U: chunks a lane has in flight per row and round; kMinBlocks: blocks an SM (registers).
   using Dec = quant::ChunkDecoder<T, kAffine, BITS>;
   constexpr int kRound = 4 * U;        // chunks per round
+  // The host sizes slices in multiples of 16 chunks, so a padded slice fits the staging.
+  static_assert(16 % kRound == 0, "qmv_mma_kernel: a round must divide 16 chunks");
   extern __shared__ uint4 xs[];        // [chunk][column slot][4 segments]
   __shared__ float part[kBlockRows * kCols];
   __shared__ JobSlots job;
@@ -448,8 +430,8 @@ __global__ void __launch_bounds__(kThreads) qmv_f32_kernel(const QmvParams p) {
   }
 }
 
-/// The cluster split a launch takes when positive (bench/qmv_bench.cu's sweeps; 0: the
-/// heuristic below).
+/// The cluster split a launch takes when positive (bench/qmv_bench.cu's sweeps: 1, 2, 4 or 8,
+/// a portable cluster dividing the reduction tile; 0: the heuristic below).
 int force_splits = 0;
 /// When set, launches the half-type kernel in qmv's place with qmv's parameters (bench
 /// variants of qmv_mma_kernel's template arguments).
@@ -487,8 +469,9 @@ bool qmv_covers(const QmmArgs& a) {
   if (gathered ? a.batch > kMaxGatherBatch : a.batch != 1) return false;
   const int vw = chunk_vector_words(a.spec.bits);
   const int64_t row_words = a.K * a.spec.bits / 32;
-  // The kernels address one weight batch's words and groups with 32-bit offsets.
-  if (a.N * row_words >= (int64_t(1) << 31)) return false;
+  // The kernels address one weight batch's words and groups, and a row's codes, with 32-bit
+  // offsets.
+  if (a.N * row_words >= (int64_t(1) << 31) || a.K >= (int64_t(1) << 31)) return false;
   return row_words % vw == 0 && is_aligned(a.w, 4 * vw) && is_aligned(a.x, 16);
 }
 
@@ -526,19 +509,23 @@ void qmv(const QmmArgs& a) {
     return;
   }
 
-  // Split K over a cluster of up to 8 blocks until the grid has about two blocks an SM (at
-  // least 15/8: measured best on the H200 for M <= 8 on the issue's shapes, at 1.9 to 3.4
-  // blocks an SM; more splits only add reductions and barriers, fewer leave the memory
-  // system idle) and a block's activations fit the staging budget, keeping at least a
-  // round of 16 chunks a block. A block stages its range's activations once when they fit
-  // (slices of kSliceBytes otherwise: each slice drains the pipeline).
+  // 4-bit codes against at most four activation columns take two chunks a lane per round
+  // (U = 2: fewer registers, more blocks an SM); otherwise the kernel's default. Split K
+  // over a cluster of up to 8 blocks until the grid has enough blocks an SM (U = 2 at 4-bit:
+  // 13/4; otherwise 15/8: the best of bench/qmv_bench.cu's sweep on the H200 over the
+  // issue's shapes; more splits only add reductions and barriers, fewer leave the memory
+  // system idle) and a block's activations fit the staging budget, keeping at least a round
+  // of 16 chunks a block. A block stages its range's activations once when they fit (slices
+  // of kSliceBytes otherwise: each slice drains the pipeline).
   const int64_t nblocks = ceil_div(a.N, kBlockRows);
   p.col_slots = static_cast<int>(p.gathered ? p.per_job * a.M : a.M);
+  const bool narrow = a.spec.bits == 4 && p.col_slots <= 4;
+  const int64_t blocks_per_sm_x8 = narrow ? 26 : 15;
   auto range = [&](int s) { return ceil_div(ceil_div(kchunks, s), int64_t(16)) * 16; };
   const int64_t slice_cap = std::max<int64_t>(16, kSliceBytes / (p.col_slots * 64) / 16 * 16);
   int splits = 1;
-  while (splits < 8 && range(2 * splits) >= 16 &&
-         (8 * nblocks * jobs * splits < 15 * int64_t(sms) || range(splits) > slice_cap)) {
+  while (splits < 8 && ceil_div(kchunks, int64_t(2 * splits)) >= 16 &&
+         (8 * nblocks * jobs * splits < blocks_per_sm_x8 * sms || range(splits) > slice_cap)) {
     splits *= 2;
   }
   if (force_splits > 0) splits = force_splits;
@@ -551,7 +538,12 @@ void qmv(const QmmArgs& a) {
   dispatch_device_float_types(a.dtype, "quantized_matmul", [&]<typename T>() {
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
       quant::dispatch_format(a.spec, [&]<bool kAffine, int BITS>() {
-        launch(qmv_mma_kernel<T, kAffine, BITS>, grid, smem, splits, p);
+        if constexpr (BITS == 4) {
+          if (narrow) launch(qmv_mma_kernel<T, kAffine, 4, 2>, grid, smem, splits, p);
+          else launch(qmv_mma_kernel<T, kAffine, 4>, grid, smem, splits, p);
+        } else {
+          launch(qmv_mma_kernel<T, kAffine, BITS>, grid, smem, splits, p);
+        }
       });
     }
   });

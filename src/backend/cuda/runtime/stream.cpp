@@ -54,8 +54,11 @@ void StreamState::after_device(std::function<void()> f) {
 }
 
 void StreamState::release(Held& h) {
-  for (auto& f : h.after) f();
+  // Moved out first: a batch must never run its callbacks twice (a second run would free
+  // an index-error slot twice).
+  auto after = std::move(h.after);
   h.after.clear();
+  for (auto& f : after) f();
   h.data.clear();
   for (auto& [p, n] : h.scratch) device_free(p, n);
   h.scratch.clear();
