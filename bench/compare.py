@@ -89,6 +89,22 @@ def main():
         x1, x2 = q[..., :64], q[..., 64:]
         return np.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], -1)
 
+    # Affine 4-bit, groups of 64, MLX's packing (8 codes a uint32, low nibble first): the
+    # NumPy peer dequantizes inside the timed call, then multiplies (what a NumPy user does;
+    # np_qmm_pre is the product alone against a matrix dequantized beforehand).
+    wq = rng.integers(0, 2**32, (4096, 512), dtype=np.uint64).astype(np.uint32)
+    sc = rng.uniform(0.01, 0.1, (4096, 64)).astype(np.float32)
+    bi = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
+    shifts = (4 * np.arange(8, dtype=np.uint32))
+
+    def np_dequant():
+        codes = ((wq[:, :, None] >> shifts) & 15).reshape(4096, 64, 64).astype(np.float32)
+        return (codes * sc[:, :, None] + bi[:, :, None]).reshape(4096, 4096)
+
+    wdq = np_dequant()
+    xq1 = rng.uniform(-1, 1, (1, 4096)).astype(np.float32)
+    xq256 = rng.uniform(-1, 1, (256, 4096)).astype(np.float32)
+
     bw = nv["BM_memcpy"]["bytes_per_second"]
     peak = cpu_peak_flops()
     rows = [
@@ -104,6 +120,10 @@ def main():
         ("softmax 4096x1024 f32", nv["BM_softmax_4096x1024"]["real_time"] / 1e3, best_time(np_softmax), 8 * rows_x.size / bw),
         ("cross_entropy 512x32000", nv["BM_cross_entropy_512x32000"]["real_time"] / 1e3, best_time(np_ce), 4 * logits.size / bw),
         ("rope 1x32x1024x128 f32", nv["BM_rope_1x32x1024x128"]["real_time"] / 1e3, best_time(np_rope), 8 * q.size / bw),
+        ("qmm w4g64 M=1 4096^2", nv["BM_qmm_w4g64_m1_4096"]["real_time"] / 1e3, best_time(lambda: xq1 @ np_dequant().T), (4096 * 2048 + 4096 * 64 * 8) / bw),
+        ("  (numpy, pre-dequantized)", nv["BM_qmm_w4g64_m1_4096"]["real_time"] / 1e3, best_time(lambda: xq1 @ wdq.T), None),
+        ("qmm w4g64 M=256 4096^2", nv["BM_qmm_w4g64_m256_4096"]["real_time"] / 1e3, best_time(lambda: xq256 @ np_dequant().T), 2 * 256 * 4096**2 / peak),
+        ("  (numpy, pre-dequantized)", nv["BM_qmm_w4g64_m256_4096"]["real_time"] / 1e3, best_time(lambda: xq256 @ wdq.T), None),
         ("chain 10k ops (per op)", nv["BM_chain_10k"]["real_time"] / 1e3 / 1e4, best_time(chain) / 1e4, None),
     ]
     print(f"memcpy bandwidth (read+write, all threads): {bw / 1e9:.1f} GB/s; float32 peak estimate: {peak / 1e9:.0f} GFLOP/s")

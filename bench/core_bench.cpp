@@ -1,6 +1,6 @@
 // nuvec benchmarks for the core issue: element-wise add and exp and a full sum over 10^7
 // float32, the column sum of a 4096 x 1024 float32 array, a 1024^3 float32 matmul, and the per-op cost of building and evaluating a chain
-// of 10,000 small ops. bench/run.sh runs this beside NumPy and prints the ratios.
+// of 10,000 small ops; the fused row ops; the 4-bit quantized product (M 1 and 256). bench/run.sh runs this beside NumPy and prints the ratios.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -157,6 +157,26 @@ void BM_chain_10k(benchmark::State& state) {
 
 } // namespace
 
+// Issue 13's quantized product on the CPU (src/backend/cpu/quantized/): float32 x of M rows
+// against a 4096 x 4096 weight quantized to affine 4 bits, groups of 64 (the decode shape at
+// M = 1, a prefill block at M = 256). compare.py times NumPy dequantizing and multiplying.
+void quantized_matmul_bench(benchmark::State& state, int m) {
+  auto w = nx::quantize(random_f32({4096, 4096}), 64, 4);
+  auto x = random_f32({m, 4096});
+  nx::eval(w);
+  nx::eval(x);
+  for (auto _ : state) {
+    auto y = nx::quantized_matmul(x, w[0], w[1], w[2], true, 64, 4);
+    nx::eval(y);
+  }
+}
+void BM_qmm_w4g64_m1_4096(benchmark::State& state) {
+  quantized_matmul_bench(state, 1);
+}
+void BM_qmm_w4g64_m256_4096(benchmark::State& state) {
+  quantized_matmul_bench(state, 256);
+}
+
 BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_exp)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -169,5 +189,7 @@ BENCHMARK(BM_softmax_4096x1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_cross_entropy_512x32000)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rope_1x32x1024x128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_chain_10k)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_qmm_w4g64_m1_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_qmm_w4g64_m256_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

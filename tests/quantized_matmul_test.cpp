@@ -101,6 +101,25 @@ TEST(QuantizedMatmul, EveryFormatAgainstDequantizedMatmul) {
   }
 }
 
+// From 64 rows the CPU dequantizes blocks of w and multiplies them with sgemm (qdot.h's
+// qmm_blas): 70 rows, N over two blocks of 512 (and a partial one), both layouts, a half
+// type (staged in float32), against the float64 product of the dequantized weight.
+TEST(QuantizedMatmul, ManyRowsThroughBlockedSgemm) {
+  for (const auto& f : {Format{"affine", 64, 4}, Format{"affine", 32, 3}, Format{"mxfp4", 32, 4}}) {
+    for (bool transpose : {true, false}) {
+      for (Dtype dt : {float32, bfloat16}) {
+        SCOPED_TRACE(f.mode + " bits " + std::to_string(f.bits) + (transpose ? " transposed " : " ") +
+                     std::string(dtype_name(dt)));
+        const int K = 192, N = 1088;
+        auto w = make_weight(transpose ? Shape{N, K} : Shape{K, N}, f, dt);
+        array x = astype(randn({2, 35, K}), dt);
+        array out = quantized_matmul(x, w.w_q, w.scales, w.biases, transpose, f.group_size, f.bits, f.mode);
+        expect_near_scaled(out, reference(x, w, transpose), tol_for(dt));
+      }
+    }
+  }
+}
+
 TEST(QuantizedMatmul, DefaultsOneDimensionalXAndFloat64) {
   auto w = make_weight({24, 128}, {"affine", 64, 4});
   array x = randn({128});

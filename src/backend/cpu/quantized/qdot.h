@@ -11,10 +11,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "backend/common/dispatch.h"
+#include "backend/common/gemm_problem.h"
 #include "backend/common/math/quant.h"
+#include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/simd.h"
 #include "backend/cpu/thread_pool.h"
@@ -196,6 +199,67 @@ inline void split_work(int64_t n, int64_t work, F&& f) {
   });
 }
 
+/// Rows of x from which qmm dequantizes w a block at a time into float32 and multiplies it
+/// with OpenBLAS's sgemm (cpu/blas.h): at 256 rows against 4096 x 4096 W4 the register-
+/// dequantizing dot products below ran at half of sgemm's speed on the pre-dequantized
+/// matrix (bench/compare.py, 2-core VM), and a block's decoding costs little beside its
+/// product once the rows are many.
+inline constexpr int64_t kBlasRows = 64;
+/// Values of N a dequantized block covers (rows of w when transposed: 8 MiB at K = 4096).
+inline constexpr int64_t kBlasBlock = 512;
+
+/// qmm through sgemm for row-contiguous x and out (what QuantizedMatmul passes): for each
+/// block of N, the block of w decoded in float32 exactly as the dot products decode it
+/// (decode_groups, over the thread pool), then out[:, block] = x · block (BLAS threads).
+/// Returns false, doing nothing, when the rows are not contiguous or BLAS cannot take the
+/// layout.
+template <typename T, typename S>
+bool qmm_blas(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>& rows) {
+  const int64_t R = rows.size();
+  for (int64_t r = 1; r < R; ++r) {
+    if (rows.x[r] != rows.x[0] + r * K || rows.out[r] != rows.out[0] + r * N) return false;
+  }
+  if (!blas_fits({true, false, K}) || !blas_fits({true, false, N}) || !blas_fits({true, false, kBlasBlock})) return false;
+  const int gs = w.spec.group_size;
+  // Untransposed, a block holds whole groups of a row of w (N is a multiple of the group).
+  const int64_t unit = std::max<int64_t>(gs, 32);
+  const int64_t nb = transpose ? kBlasBlock : std::max(unit, kBlasBlock / unit * unit);
+  std::vector<float> wd(static_cast<size_t>(nb * K));
+  std::vector<float> staged;
+  float* out = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    out = rows.out[0];
+  } else {
+    staged.resize(static_cast<size_t>(R * N));
+    out = staged.data();
+  }
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t cols = std::min(nb, N - n0);
+    if (transpose) {
+      split_work(cols, cols * K * 8, [&](int64_t a, int64_t b) {
+        vectorized([&] {
+          for (int64_t n = a; n < b; ++n) decode_groups<S>(w, n0 + n, 0, K / gs, wd.data() + n * K);
+        });
+      });
+    } else {
+      split_work(K, cols * K * 8, [&](int64_t a, int64_t b) {
+        vectorized([&] {
+          for (int64_t k = a; k < b; ++k) decode_groups<S>(w, k, n0 / gs, (n0 + cols) / gs, wd.data() + k * cols);
+        });
+      });
+    }
+    // out[:, n0 : n0 + cols] (R x cols, row stride N) = x (R x K) · block, the block read as
+    // K x cols: column-major with stride K (rows of w) or row-major with stride cols.
+    const GemmOperand rhs = transpose ? GemmOperand{wd.data(), true, K, 0} : GemmOperand{wd.data(), false, cols, 0};
+    blas_gemm(GemmProblem{float32, R, cols, K, 1, {rows.x[0], false, K, 0}, rhs, {out + n0, nullptr, N, 0}});
+  }
+  if constexpr (!std::is_same_v<T, float>) {
+    T* o = rows.out[0];
+    for (int64_t i = 0; i < R * N; ++i) o[i] = static_cast<T>(staged[static_cast<size_t>(i)]);
+  }
+  return true;
+}
+
 /// out_i = x_i · dequantize(w)ᵀ (transpose: w is N x K packed along K) or x_i · dequantize(w)
 /// (w is K x N packed along N) for every row i of `rows`; accumulates in float32, writes T.
 /// S: the affine scales' type (unused for the fp modes). Splits N over the thread pool.
@@ -207,6 +271,7 @@ void qmm(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>
     for (int64_t r = 0; r < R; ++r) std::fill(rows.out[r], rows.out[r] + N, T(0));
     return;
   }
+  if (R >= kBlasRows && qmm_blas<T, S>(w, transpose, N, K, rows)) return;
   const int gs = w.spec.group_size;
   if (transpose) {
     // Two weight rows decoded at a time, each dotted with every row of a chunk of x.
