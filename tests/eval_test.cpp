@@ -21,6 +21,19 @@ TEST(Eval, AsyncEvalThenWait) {
   for (size_t i = 0; i < xv.size(); i += 97) EXPECT_NEAR(yv[i], std::exp(0.5 * xv[i]), 1e-5 * std::exp(0.5 * xv[i]));
 }
 
+// A kernel error of an output async_eval scheduled is raised by the eval that then waits for
+// it (not left for some later eval while the caller reads the failed node's zeros), once.
+TEST(Eval, AsyncEvalThenEvalRaisesTheKernelError) {
+  array a = astype(arange(4), float32);
+  array y = take(a, array({1, 9}, {2}, int32), 0);
+  async_eval({y});
+  EXPECT_THROW(eval(y), std::out_of_range);
+  array z = take(a, array({1, 3}, {2}, int32), 0);
+  async_eval({z});
+  EXPECT_NO_THROW(eval(z));
+  EXPECT_EQ(to_vector(z), std::vector<double>({1.0, 3.0}));
+}
+
 TEST(Eval, StreamsAndCrossStreamDependencies) {
   Stream s1 = new_stream(Device::cpu);
   Stream s2 = new_stream(Device::cpu);

@@ -289,7 +289,10 @@ void eval(std::vector<array> outputs) {
   bool any = false;
   for (auto& x : outputs) any |= x.status() == array::Status::unscheduled;
   if (!any) {
+    // Scheduled already (async_eval): a kernel error of theirs is rethrown here too, or the
+    // caller would read a failed node's zeros without an exception.
     for (auto& x : outputs) x.wait();
+    rethrow_kernel_error();
     return;
   }
   eval_impl(std::move(outputs), false).event().wait();
