@@ -3,6 +3,7 @@
 // in float64, gathers against loops of single products, broadcasting, the rules (vjp, jvp
 // against the float64 graph and central differences, vmap against a loop) and bad input.
 // The kernels alone against their fallbacks: tests/quantized_kernels_test.cpp.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -172,6 +173,38 @@ TEST(GatherQmm, AgainstLoopSortedAndUnsorted) {
           array wb = take(dense, array(static_cast<int>(rv[b])), 0);
           array ref = matmul(astype(take(x, array(static_cast<int>(lhs_v[b])), 0), float64), transpose ? transpose_(wb) : wb);
           expect_near_scaled(take(out, array(b), 0), ref, 2e-4);
+        }
+      }
+    }
+  }
+}
+
+// An expert group of 64 rows or more takes the blocked sgemm route with its gathered rows
+// staged (qdot.h's qmm_blas): 60 entries of 2 rows, 40 of them on expert 1 (80 rows: sgemm),
+// 10 each on experts 0 and 2 (20 rows: dot products), sorted and not, against per-entry
+// products.
+TEST(GatherQmm, LargeExpertGroupsThroughBlockedSgemm) {
+  for (const auto& f : {Format{"affine", 64, 4}, Format{"mxfp4", 32, 4}}) {
+    for (bool transpose : {true, false}) {
+      for (Dtype dt : {float32, bfloat16}) {
+        SCOPED_TRACE(f.mode + (transpose ? " transposed " : " ") + std::string(dtype_name(dt)));
+        const int E = 3, K = 128, N = 576, A = 7, M = 2, B = 60;
+        auto w = make_weight(transpose ? Shape{E, N, K} : Shape{E, K, N}, f, dt);
+        array x = astype(randn({A, M, K}), dt);
+        std::vector<uint32_t> lhs_v(B), rhs_v(B);
+        for (int b = 0; b < B; ++b) lhs_v[b] = (b * 5) % A, rhs_v[b] = b < 40 ? 1 : (b % 2 ? 0 : 2);
+        array dense = w.dense();
+        for (bool sorted : {false, true}) {
+          std::vector<uint32_t> rv = rhs_v;
+          if (sorted) std::sort(rv.begin(), rv.end());
+          array out = gather_qmm(x, w.w_q, w.scales, w.biases, array(lhs_v.begin(), {B}, uint32),
+                                 array(rv.begin(), {B}, uint32), transpose, f.group_size, f.bits, f.mode, sorted);
+          ASSERT_EQ(out.shape(), Shape({B, M, N}));
+          for (int b : {0, 7, 39, 40, 41, 59}) {
+            array wb = take(dense, array(static_cast<int>(rv[b])), 0);
+            array ref = matmul(astype(take(x, array(static_cast<int>(lhs_v[b])), 0), float64), transpose ? transpose_(wb) : wb);
+            expect_near_scaled(take(out, array(b), 0), ref, tol_for(dt));
+          }
         }
       }
     }

@@ -208,31 +208,41 @@ inline constexpr int64_t kBlasRows = 64;
 /// Values of N a dequantized block covers (rows of w when transposed: 8 MiB at K = 4096).
 inline constexpr int64_t kBlasBlock = 512;
 
-/// qmm through sgemm for row-contiguous x and out (what QuantizedMatmul passes): for each
-/// block of N, the block of w decoded in float32 exactly as the dot products decode it
-/// (decode_groups, over the thread pool), then out[:, block] = x · block (BLAS threads).
-/// Returns false, doing nothing, when the rows are not contiguous or BLAS cannot take the
-/// layout.
+/// qmm through sgemm: for each block of N, the block of w decoded in float32 exactly as the
+/// dot products decode it (decode_groups, over the thread pool), then out[:, block] = x ·
+/// block (BLAS threads). Row-contiguous float x and out (what QuantizedMatmul passes) are
+/// used in place; otherwise (gathered rows of a GatherQmm expert group, half types) the rows
+/// are staged: x copied into R x K, the product into R x N float32, written back per row.
+/// Returns false, doing nothing, when BLAS cannot take the layout.
 template <typename T, typename S>
 bool qmm_blas(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>& rows) {
   const int64_t R = rows.size();
-  for (int64_t r = 1; r < R; ++r) {
-    if (rows.x[r] != rows.x[0] + r * K || rows.out[r] != rows.out[0] + r * N) return false;
-  }
   if (!blas_fits({true, false, K}) || !blas_fits({true, false, N}) || !blas_fits({true, false, kBlasBlock})) return false;
+  bool x_dense = true, out_dense = std::is_same_v<T, float>;
+  for (int64_t r = 1; r < R; ++r) {
+    x_dense = x_dense && rows.x[r] == rows.x[0] + r * K;
+    out_dense = out_dense && rows.out[r] == rows.out[0] + r * N;
+  }
+  std::vector<float> xs, os;
+  const float* x = rows.x[0];
+  if (!x_dense) {
+    xs.resize(static_cast<size_t>(R * K));
+    for (int64_t r = 0; r < R; ++r) std::copy(rows.x[r], rows.x[r] + K, xs.data() + r * K);
+    x = xs.data();
+  }
+  float* out = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (out_dense) out = rows.out[0];
+  }
+  if (out == nullptr) {
+    os.resize(static_cast<size_t>(R * N));
+    out = os.data();
+  }
   const int gs = w.spec.group_size;
   // Untransposed, a block holds whole groups of a row of w (N is a multiple of the group).
   const int64_t unit = std::max<int64_t>(gs, 32);
   const int64_t nb = transpose ? kBlasBlock : std::max(unit, kBlasBlock / unit * unit);
   std::vector<float> wd(static_cast<size_t>(nb * K));
-  std::vector<float> staged;
-  float* out = nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    out = rows.out[0];
-  } else {
-    staged.resize(static_cast<size_t>(R * N));
-    out = staged.data();
-  }
   for (int64_t n0 = 0; n0 < N; n0 += nb) {
     const int64_t cols = std::min(nb, N - n0);
     if (transpose) {
@@ -251,11 +261,14 @@ bool qmm_blas(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowS
     // out[:, n0 : n0 + cols] (R x cols, row stride N) = x (R x K) · block, the block read as
     // K x cols: column-major with stride K (rows of w) or row-major with stride cols.
     const GemmOperand rhs = transpose ? GemmOperand{wd.data(), true, K, 0} : GemmOperand{wd.data(), false, cols, 0};
-    blas_gemm(GemmProblem{float32, R, cols, K, 1, {rows.x[0], false, K, 0}, rhs, {out + n0, nullptr, N, 0}});
+    blas_gemm(GemmProblem{float32, R, cols, K, 1, {x, false, K, 0}, rhs, {out + n0, nullptr, N, 0}});
   }
-  if constexpr (!std::is_same_v<T, float>) {
-    T* o = rows.out[0];
-    for (int64_t i = 0; i < R * N; ++i) o[i] = static_cast<T>(staged[static_cast<size_t>(i)]);
+  if (out == os.data()) {
+    for (int64_t r = 0; r < R; ++r) {
+      const float* src = os.data() + r * N;
+      T* o = rows.out[r];
+      for (int64_t j = 0; j < N; ++j) o[j] = static_cast<T>(src[j]);
+    }
   }
   return true;
 }
