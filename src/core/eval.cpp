@@ -288,14 +288,13 @@ void eval(std::vector<array> outputs) {
   if (outputs.empty()) return;
   bool any = false;
   for (auto& x : outputs) any |= x.status() == array::Status::unscheduled;
-  if (!any) {
-    // Scheduled already (async_eval): a kernel error of theirs is rethrown here too, or the
-    // caller would read a failed node's zeros without an exception.
-    for (auto& x : outputs) x.wait();
-    rethrow_kernel_error();
-    return;
+  if (any) {
+    eval_impl(std::move(outputs), false).event().wait();
+  } else {
+    for (auto& x : outputs) x.wait(); // scheduled already (async_eval)
   }
-  eval_impl(std::move(outputs), false).event().wait();
+  // Either way a kernel error of theirs is rethrown here, or the caller would read a failed
+  // node's zeros without an exception.
   rethrow_kernel_error();
 }
 

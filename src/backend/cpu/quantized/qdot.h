@@ -217,7 +217,7 @@ inline constexpr int64_t kBlasBlock = 512;
 template <typename T, typename S>
 bool qmm_blas(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>& rows) {
   const int64_t R = rows.size();
-  if (!blas_fits({true, false, K}) || !blas_fits({true, false, N}) || !blas_fits({true, false, kBlasBlock})) return false;
+  if (!blas_fits({true, false, K}) || !blas_fits({true, false, N})) return false;
   bool x_dense = true, out_dense = std::is_same_v<T, float>;
   for (int64_t r = 1; r < R; ++r) {
     x_dense = x_dense && rows.x[r] == rows.x[0] + r * K;
