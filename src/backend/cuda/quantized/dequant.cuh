@@ -72,12 +72,6 @@ __device__ __forceinline__ GroupParams from_raw(QuantMode mode, uint32_t raw) {
 /// `bits` 32-bit words starting on a word boundary whatever the width.
 constexpr int kChunkCodes = 32;
 
-/// Words moved by one load of a chunk of `bits` words (16-, 8- or 4-byte vectors): a row of
-/// packed words must be a multiple of it, and W aligned to it, for load_chunk.
-__host__ __device__ constexpr int chunk_vector_words(int bits) {
-  return bits % 4 == 0 ? 4 : bits % 2 == 0 ? 2 : 1;
-}
-
 /// Loads the BITS words of one chunk (aligned to its vector width: the launcher checks the
 /// row length) through the read-only path, or zeros.
 template <int BITS>

@@ -99,9 +99,8 @@ bool qmm_dense(const QmmArgs& a) {
   int group_shift = 0;
   while ((1 << group_shift) < a.spec.group_size) ++group_shift;
   const int64_t row_words = d.cols * a.spec.bits / 32;
-  const int vw = quant::chunk_vector_words(a.spec.bits);
-  const bool chunked = a.dtype != float32 && d.cols % quant::kChunkCodes == 0 && is_aligned(a.w, 16) &&
-      row_words % vw == 0;
+  const bool chunked = a.dtype != float32 && d.cols % quant::kChunkCodes == 0 &&
+      is_aligned(a.w, 16) && row_words % (a.spec.bits % 4 == 0 ? 4 : a.spec.bits % 2 == 0 ? 2 : 1) == 0;
   dispatch_device_float_types(a.dtype, "quantized_matmul", [&]<typename T>() {
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
       if (chunked) {

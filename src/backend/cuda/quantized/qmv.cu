@@ -25,7 +25,6 @@ namespace {
 namespace cg = cooperative_groups;
 using quant::GroupParams;
 using quant::kChunkCodes;
-using quant::chunk_vector_words;
 using quant::load_chunk;
 
 constexpr int kWarps = 4;
@@ -270,12 +269,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) qmv_mma_kernel(const Qmv
 
   uint32_t wr[U][2][BITS];
   uint32_t gp[U][2][2];
-  // Requests chunk u of the round at r0 (chunk r0 + 4u + t of the slice at qs, nq chunks in
-  // it); only a round reaching past the slice's end checks its chunks (warp-uniform).
-  auto request = [&](int u, int qs, int r0, int nq) {
-    const int qi = r0 + 4 * u + t;
-    if (r0 + kRound <= nq) rows.template request<false>(qs + qi, true, wr[u], gp[u]);
-    else rows.template request<true>(qs + qi, qi < nq, wr[u], gp[u]);
+  // Requests round chunk u (chunk r0 + 4u + t of the slice at qs, nq chunks in it).
+  auto request_round = [&](int qs, int r0, int nq) {
+    if (r0 + kRound <= nq) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) rows.template request<false>(qs + r0 + 4 * u + t, true, wr[u], gp[u]);
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int qi = r0 + 4 * u + t;
+        rows.template request<true>(qs + qi, qi < nq, wr[u], gp[u]);
+      }
+    }
   };
 
   for (int qs = q_begin; qs < q_end; qs += p.slice_chunks) {
@@ -283,8 +288,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) qmv_mma_kernel(const Qmv
     const int padded = (nq + kRound - 1) / kRound * kRound;
     // The first round's weights are requested before the staging barrier, so their latency
     // overlaps the activations' copy.
-#pragma unroll
-    for (int u = 0; u < U; ++u) request(u, qs, 0, nq);
+    request_round(qs, 0, nq);
     __syncthreads(); // the previous slice is consumed
     for (int i = threadIdx.x; i < padded * cols; i += kThreads) {
       const int qi = i / cols, c = i % cols;
@@ -312,6 +316,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) qmv_mma_kernel(const Qmv
 
     for (int r0 = 0; r0 < nq; r0 += kRound) {
       const int next = r0 + kRound;
+      // What the next round requests (warp-uniform): 0 nothing, 1 a full round, 2 the tail.
+      const int kind = next >= nq ? 0 : next + kRound <= nq ? 1 : 2;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int qi = r0 + 4 * u + t;
@@ -319,7 +325,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) qmv_mma_kernel(const Qmv
         Dec::decode(wr[u][0], gp[u][0], p.mode, a0);
         Dec::decode(wr[u][1], gp[u][1], p.mode, a1);
         // This chunk's registers are free again: request its successor of the next round.
-        if (next < nq) request(u, qs, next, nq);
+        if (kind == 1) {
+          rows.template request<false>(qs + next + 4 * u + t, true, wr[u], gp[u]);
+        } else if (kind == 2) {
+          rows.template request<true>(qs + next + 4 * u + t, next + 4 * u + t < nq, wr[u], gp[u]);
+        }
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           const uint4 v = xs[(qi * cs + xc) * 4 + (k ^ (qi & 3))];
@@ -426,6 +436,11 @@ int force_splits = 0;
 /// When set, launches the half-type kernel in qmv's place with qmv's parameters (bench
 /// variants of qmv_mma_kernel's template arguments).
 void (*launch_override)(const QmmArgs& a, const QmvParams& p, dim3 grid, size_t smem) = nullptr;
+
+/// Words moved by one load of a chunk of BITS words (16-, 8- or 4-byte vectors).
+int chunk_vector_words(int bits) {
+  return bits % 4 == 0 ? 4 : bits % 2 == 0 ? 2 : 1;
+}
 
 template <typename Kernel>
 void launch(Kernel kernel, dim3 grid, size_t smem, int cluster, const QmvParams& p) {
