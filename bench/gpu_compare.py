@@ -9,7 +9,7 @@ bytes / the device-to-device copy bandwidth measured here (PyTorch's clone of 2^
 or FLOPs / the H200's dense peak (989 TFLOP/s bf16/f16 tensor cores, 67 TFLOP/s float32).
 
 Usage: bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings [--only GROUP]
-GROUP: elementwise, reduce, softmax, norms, cross_entropy, rope, attention, matmul, chain,
+GROUP: elementwise, reduce, softmax, norms, cross_entropy, rope, conv1d, attention, matmul, gated_delta, chain,
 quantized (its own table: see quantized_table).
 Attention rows compare with PyTorch's SDPA on its cuDNN backend, with a second row for its
 flash backend.
@@ -45,7 +45,45 @@ def cuda_median_ms(fn, runs=20, warmup=3, batch=10):
     return statistics.median(times)
 
 
-def torch_side(only):
+def gated_delta_check(binary, chunked, recurrent):
+    """nuvec's gated_delta on the GPU beside transformers' two Qwen3-Next references on the
+    same bf16 inputs (B 2, T 200, Hk 2, Hv 4, D 128, a random initial state): the log-decay
+    becomes our decay (exp), q and k are repeated to Hv heads for them, q is scaled by
+    1/sqrt(D) for us (they scale it inside), and their [B, H, Dk, Dv] state is transposed.
+    Prints the largest differences relative to the outputs' scale."""
+    import os
+    import tempfile
+
+    import torch.nn.functional as F
+    from safetensors.torch import load_file, save_file
+    dev = "cuda"
+    b, t, hk, hv, d = 2, 200, 2, 4, 128
+    unit = lambda: F.normalize(torch.randn(b, t, hk, d, device=dev), dim=-1).to(torch.bfloat16)
+    q, k = unit(), unit()
+    v = torch.randn(b, t, hv, d, device=dev).to(torch.bfloat16)
+    logg = torch.log(torch.rand(b, t, hv, device=dev) * 0.5 + 0.5)
+    beta = torch.rand(b, t, hv, device=dev).to(torch.bfloat16)
+    state = torch.randn(b, hv, d, d, device=dev) * 0.3  # ours: [B, Hv, Dv, Dk]
+    rep = lambda x: x.repeat_interleave(hv // hk, dim=2)
+    theirs = {}
+    for name, fn in (("chunked", chunked), ("recurrent", recurrent)):
+        y, s = fn(rep(q), rep(k), v, logg, beta, initial_state=state.transpose(-1, -2).contiguous(),
+                  output_final_state=True)
+        theirs[name] = (y.float(), s.transpose(-1, -2).float())
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
+        qs = (q.float() * d ** -0.5).to(torch.bfloat16)
+        save_file({"q": qs.contiguous(), "k": k.contiguous(), "v": v.contiguous(), "g": torch.exp(logg).contiguous(),
+                   "beta": beta.contiguous(), "state": state.contiguous()}, src)
+        subprocess.run([binary, "gated_delta_check", src, dst], check=True)
+        ours = load_file(dst, device=dev)
+    for name, (y, s) in theirs.items():
+        dy = ((ours["y"].float() - y).abs().max() / y.abs().max()).item()
+        ds = ((ours["state"].float() - s).abs().max() / s.abs().max()).item()
+        print(f"# gated_delta vs transformers {name}: max |dy|/max|y| {dy:.2e}, max |dS|/max|S| {ds:.2e}")
+
+
+def torch_side(only, binary=None):
     dev = "cuda"
     res = {}
     want = lambda g: only is None or only == g
@@ -149,6 +187,26 @@ def torch_side(only):
             return cache
 
         res["norm_rope_cache_bf16_1x32x16384x128"] = cuda_median_ms(lambda: norm_rope_eager(q, 0))
+    if want("conv1d"):
+        # F.conv1d with groups = C in PyTorch's [N, C, L] layout (transformers' Qwen3-Next):
+        # a decode step convolves the window cat(state [N, C, K - 1], x [N, C, 1]) (the new
+        # state is the window's last K - 1 columns, a view); prefill pads by K - 1.
+        import torch.nn.functional as F
+
+        c, k = 8192, 4
+        w = torch.randn(c, 1, k, device=dev).to(torch.bfloat16)
+        for n in (1, 32, 256):
+            x = torch.randn(n, c, 1, device=dev).to(torch.bfloat16)
+            state = torch.randn(n, c, k - 1, device=dev).to(torch.bfloat16)
+
+            def step():
+                window = torch.cat([state, x], -1)
+                return F.conv1d(window, w, groups=c), window[:, :, 1:]
+
+            res[f"causal_conv1d_step_bf16_n{n}_c8192_k4"] = cuda_median_ms(step)
+        x = torch.randn(1, c, 8192, device=dev).to(torch.bfloat16)
+        res["conv1d_depthwise_bf16_n1_l8192_c8192_k4"] = cuda_median_ms(
+            lambda: F.conv1d(x, w, padding=k - 1, groups=c))
     if want("attention"):
         # PyTorch's SDPA with its cuDNN backend (the main column) and its flash backend (the
         # second row), on the same shapes; a backend that refuses a shape is left out.
@@ -230,6 +288,37 @@ def torch_side(only):
                 del packed, sz
             except (RuntimeError, AttributeError) as e:
                 print(f"# torch._weight_int4pack_mm: {str(e).splitlines()[0][:100]}", file=sys.stderr)
+    if want("gated_delta"):
+        # transformers' Qwen3-Next torch references (no flash-linear-attention installed): the
+        # recurrent rule for decode, the chunked one for prefill. They take a log-decay, heads
+        # already repeated to Hv, and scale q by 1/sqrt(D) themselves (free beside the rule).
+        try:
+            from transformers.models.qwen3_next.modeling_qwen3_next import (
+                torch_chunk_gated_delta_rule, torch_recurrent_gated_delta_rule)
+        except ImportError as e:
+            print(f"# transformers' Qwen3-Next: {e}", file=sys.stderr)
+        else:
+            import torch.nn.functional as F
+
+            def gdn_inputs(b, t, h, d=128):
+                unit = lambda: F.normalize(torch.randn(b, t, h, d, device=dev), dim=-1).to(torch.bfloat16)
+                q, k = unit(), unit()
+                v = torch.randn(b, t, h, d, device=dev).to(torch.bfloat16)
+                g = torch.log(torch.rand(b, t, h, device=dev) * 0.5 + 0.5)
+                beta = torch.rand(b, t, h, device=dev).to(torch.bfloat16)
+                return q, k, v, g, beta
+
+            for b in (1, 32, 256):
+                q, k, v, g, beta = gdn_inputs(b, 1, 32)
+                state = torch.randn(b, 32, 128, 128, device=dev)
+                res[f"gated_delta_decode_bf16_b{b}_hk16_hv32_d128"] = cuda_median_ms(
+                    lambda: torch_recurrent_gated_delta_rule(q, k, v, g, beta, state, True))
+            gated_delta_check(binary, torch_chunk_gated_delta_rule, torch_recurrent_gated_delta_rule)
+            for t in (8192, 65536):
+                q, k, v, g, beta = gdn_inputs(1, t, 16)
+                res[f"gated_delta_prefill_bf16_b1_t{t}_h16_d128"] = cuda_median_ms(
+                    lambda: torch_chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True),
+                    runs=3 if t > 8192 else 5, warmup=1, batch=1)
     if want("chain"):
         xs = torch.randn(1024, device=dev)
 
@@ -275,6 +364,12 @@ def floor_ms(name, copy_gbps):
     bytes_["rope_bf16_1x32x16384x128"] = 2 * 2 * 32 * 16384 * 128      # x; y
     bytes_["rope_decode_bf16_32x32x1x128"] = 2 * 2 * 32 * 32 * 128
     bytes_["norm_rope_cache_bf16_1x32x16384x128"] = 2 * 2 * 32 * 16384 * 128  # x; cache rows
+    # Depthwise conv1d, C 8192, K 4, bf16: a decode step reads x and the state and writes y
+    # and the new state (N·C·K elements each way); prefill reads x and writes the L causal
+    # outputs; plus the weight.
+    for n in (1, 32, 256):
+        bytes_[f"causal_conv1d_step_bf16_n{n}_c8192_k4"] = 2 * 2 * n * 8192 * 4 + 2 * 8192 * 4
+    bytes_["conv1d_depthwise_bf16_n1_l8192_c8192_k4"] = 2 * 2 * 8192 * 8192 + 2 * 8192 * 4
     bytes_.update({
         "cross_entropy_bf16_8192x151936": ce,               # logits
         "cross_entropy_fwd_bwd_bf16_8192x151936": 3 * ce,   # logits | logits; dlogits
@@ -295,6 +390,15 @@ def floor_ms(name, copy_gbps):
     bytes_["sdpa_decode_bf16_b32_hq32_hkv8_lk8192_d128"] = kv(8192)
     bytes_["sdpa_decode_bf16_b32_hq32_hkv8_lk512_d128"] = kv(512)
     bytes_["paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128"] = kv(8192)
+    # Gated delta: decode reads and writes each float32 state [32, 128, 128] once; prefill is
+    # counted in FLOPs as the rule's 6·Dk·Dv per token and head (S·k, S·q and the rank-1
+    # update; the chunked form does more), over the bf16 tensor-core peak.
+    if name.startswith("gated_delta_decode"):
+        b = int(name.split("_b")[1].split("_")[0])
+        return 2 * b * 32 * 128 * 128 * 4 / (copy_gbps * 1e9) * 1e3
+    if name.startswith("gated_delta_prefill"):
+        t = int(name.split("_t")[1].split("_")[0])
+        return 6 * t * 16 * 128 * 128 / (PEAK_TFLOPS["bf16"] * 1e12) * 1e3
     if name.startswith("sdpa_prefill"):
         fwd = 4 * 4 * 32 * 4096 * 4096 * 128
         flops = fwd * (3.5 if "fwd_bwd" in name else 1.0) * (0.5 if name.endswith("causal") else 1.0)
@@ -350,7 +454,7 @@ def main():
     ap.add_argument("--only", default=None)
     args = ap.parse_args()
     nv = nuvec_side(args.nuvec, args.only)
-    th = torch_side(args.only)
+    th = torch_side(args.only, args.nuvec)
     copy_ms = th["copy_bandwidth_clone_f32_2^28"]
     copy_gbps = 8 * (1 << 28) / (copy_ms * 1e-3) / 1e9
     print(f"device-to-device copy (PyTorch clone, 2^28 float32): {copy_ms:.3f} ms = "

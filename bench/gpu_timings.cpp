@@ -80,6 +80,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string only = argc > 1 ? argv[1] : "";
+  if (only == "gated_delta_check" && argc == 4) {
+    // bench/gpu_compare.py's check against transformers: q, k, v, g, beta, state from
+    // argv[2] (safetensors) through gated_delta on the GPU, {y, state} written to argv[3].
+    auto in = nx::load_safetensors(argv[2]).first;
+    auto [y, s] = nx::fast::gated_delta(in.at("q"), in.at("k"), in.at("v"), in.at("g"), in.at("beta"), in.at("state"),
+                                        nx::Device::gpu);
+    nx::save_safetensors(argv[3], {{"y", y}, {"state", s}});
+    return 0;
+  }
   auto want = [&](const char* group) { return only.empty() || only == group; };
   nx::set_default_device(nx::Device::gpu);
 
@@ -161,6 +170,24 @@ int main(int argc, char** argv) {
     const nx::fast::Rotation rotation{128, false, 10000.0f, 1.0f, std::nullopt};
     report("norm_rope_cache_bf16_1x32x16384x128", 20,
            [&] { return nx::fast::norm_rope(q, w, 1e-6f, rotation, 0, cache); });
+  }
+  if (want("conv1d")) {
+    // Qwen3-Next-80B's short convolution (conv dim 2·16·128 + 32·128 = 8192, K 4) in bf16:
+    // decode steps of N sequences through causal_conv1d_step (y and the new state), and a
+    // prefill of 8192 positions through conv1d with padding K − 1 (the causal outputs are its
+    // first L; bench/gpu_compare.py gives the bytes each must move).
+    const int c = 8192, k = 4;
+    nx::array w = rand_gpu({c, k, 1}, nx::bfloat16);
+    for (int n : {1, 32, 256}) {
+      nx::array x = rand_gpu({n, 1, c}, nx::bfloat16), state = rand_gpu({n, k - 1, c}, nx::bfloat16);
+      const std::string label = "causal_conv1d_step_bf16_n" + std::to_string(n) + "_c8192_k4";
+      report_all(label.c_str(), 20, [&] {
+        auto [y, next] = nx::fast::causal_conv1d_step(x, w, state);
+        return std::vector<nx::array>{y, next};
+      });
+    }
+    nx::array x = rand_gpu({1, 8192, c}, nx::bfloat16);
+    report("conv1d_depthwise_bf16_n1_l8192_c8192_k4", 20, [&] { return nx::conv1d(x, w, 1, k - 1, 1, c); });
   }
   if (want("attention")) {
     // Decode: one query per sequence over a long and a short context, 32 query heads on 8
@@ -319,6 +346,48 @@ int main(int argc, char** argv) {
         const auto& q = qw[i++ % qw.size()];
         return nx::quantized_matmul(x, q[0], q[1], q[2], true, 64, 4);
       });
+    }
+  }
+  if (want("gated_delta")) {
+    // Qwen3-Next-80B's Gated DeltaNet layers: 16 key heads, 32 value heads, head dims 128,
+    // bf16 activations, float32 states; q and k L2-normalised, decays in (0.5, 1), beta in
+    // (0, 1) (bench/gpu_compare.py runs transformers' torch reference on the same shapes).
+    const int hk = 16, hv = 32, d = 128;
+    auto unit_rows = [](const nx::Shape& shape) {
+      nx::array x = nx::random::normal(shape, nx::float32);
+      x = nx::astype(nx::divide(x, nx::sqrt(nx::sum(nx::square(x), -1, true))), nx::bfloat16);
+      nx::eval(x);
+      return x;
+    };
+    auto in_range = [](const nx::Shape& shape, float lo, float hi) {
+      nx::array x = nx::astype(nx::random::uniform(lo, hi, shape, nx::float32), nx::bfloat16);
+      nx::eval(x);
+      return x;
+    };
+    // Decode: one step of B sequences (the floor: the states read and written once).
+    for (int b : {1, 32, 256}) {
+      nx::array q = unit_rows({b, 1, hk, d}), k = unit_rows({b, 1, hk, d});
+      nx::array v = rand_gpu({b, 1, hv, d}, nx::bfloat16);
+      nx::array g = in_range({b, 1, hv}, 0.5f, 1.0f), beta = in_range({b, 1, hv}, 0.0f, 1.0f);
+      nx::array state = rand_gpu({b, hv, d, d}, nx::float32);
+      const std::string name = "gated_delta_decode_bf16_b" + std::to_string(b) + "_hk16_hv32_d128";
+      report_all(name.c_str(), 20, [&] {
+        auto [y, s] = nx::fast::gated_delta(q, k, v, g, beta, state);
+        return std::vector<nx::array>{y, s};
+      });
+    }
+    // Prefill of one sequence, 16 heads (Hk = Hv), from a zero state.
+    for (int t : {8192, 65536}) {
+      const int h = 16;
+      nx::array q = unit_rows({1, t, h, d}), k = unit_rows({1, t, h, d});
+      nx::array v = rand_gpu({1, t, h, d}, nx::bfloat16);
+      nx::array g = in_range({1, t, h}, 0.5f, 1.0f), beta = in_range({1, t, h}, 0.0f, 1.0f);
+      nx::array state = nx::zeros({1, h, d, d}, nx::float32);
+      const std::string name = "gated_delta_prefill_bf16_b1_t" + std::to_string(t) + "_h16_d128";
+      report_all(name.c_str(), 5, [&] {
+        auto [y, s] = nx::fast::gated_delta(q, k, v, g, beta, state);
+        return std::vector<nx::array>{y, s};
+      }, 2);
     }
   }
   if (want("chain")) {

@@ -248,4 +248,83 @@ array paged_attention(
 /// and CUDA). nuvec's own (seed 001).
 array paged_write(const array& cache, const array& values, const array& slots, StreamOrDevice s = {});
 
+/// One decode step of a causal depthwise conv1d (the short convolution of Mamba and of
+/// Qwen3-Next's Gated DeltaNet layers), in MLX's [N, L, C] layout. With
+/// window = concatenate({conv_state, x}, 1) (the last K − 1 inputs and this one):
+///   y[n, 0, c] = Σ_{j < K} weight[c, j, 0] · window[n, j, c],   new_state = window[:, 1:, :],
+/// which is conv1d(window, weight, 1, 0, 1, C) and a slice; a decode loop that starts from a
+/// zero state and feeds each step's new_state to the next gives the outputs of
+/// conv1d(x_all, weight, 1, K − 1, 1, C) sliced to the first L positions (the causal conv).
+/// Shapes: x [N, 1, C] with C >= 1; weight [C, K, 1] with K >= 1; conv_state [N, K − 1, C]
+/// (K = 1: [N, 0, C]). Returns {y [N, 1, C], new_state [N, K − 1, C]}. Dtypes: all real
+/// floating; weight and conv_state are cast to x's dtype, y and new_state have it; the sum
+/// runs in float32 (float64 for float64) and is rounded once. Throws std::invalid_argument
+/// naming causal_conv1d_step, with the shapes, for x not [N, 1, C], a weight not [C, K, 1]
+/// with x's C, a conv_state not [N, K − 1, C], or a non-floating dtype. Source: nuvec's own
+/// (issue 14): the update of transformers' torch_causal_conv1d_update and of mlx-lm's conv
+/// cache, without the activation. Runs one CausalConv1dStep node: one pass that reads the
+/// state and x and writes y and the new state (the CPU loop over the thread pool; on the GPU
+/// one thread per 16-byte vector of channels); its fallback (the conv and slice above, with
+/// the general convolution) gives the gradients for x, weight and conv_state, jvp and vmap.
+std::pair<array, array> causal_conv1d_step(
+    const array& x,
+    const array& weight,
+    const array& conv_state,
+    StreamOrDevice s = {});
+
+/// The gated delta rule (Yang, Kautz & Hatamizadeh 2024, "Gated Delta Networks"; the linear
+/// attention of Qwen3-Next's Gated DeltaNet layers), run over T steps from `state`:
+///   S ← g_t · S;   S ← S + k_t (β_t (v_t − S k_t))ᵀ;   y_t = S q_t,
+/// per batch b and value head h, with S the [Dv, Dk] state of (b, h) and k_t, q_t the vectors of
+/// key head h / (Hv / Hk) (each key head serves Hv / Hk consecutive value heads). g is the
+/// multiplicative decay in (0, 1] (transformers' Qwen3-Next passes a log-decay: pass its exp).
+/// Shapes: q, k [B, T, Hk, Dk]; v [B, T, Hv, Dv] with Hv a multiple of Hk; g, beta [B, T, Hv];
+/// state [B, Hv, Dv, Dk]. Returns {y [B, T, Hv, Dv] in q's dtype, the final state in state's
+/// dtype}. The recurrence runs in float32 (float64 when an input is float64) whatever the
+/// inputs' dtypes. Throws std::invalid_argument naming gated_delta for non-floating inputs or
+/// shapes that disagree (Hv not a multiple of Hk, g or beta not [B, T, Hv], a state not
+/// [B, Hv, Dv, Dk]). Kernels: one GatedDelta node where q, k and v share a dtype; the CPU runs
+/// the recurrence over the thread pool (one task per (b, h), the state in cache), the GPU one
+/// pass over T with each state row in registers (Dk a multiple of 8 up to 256, not float64;
+/// elsewhere the fallback). Rules (vjp, jvp) from the fallback graph (the recurrence step by
+/// step from ordinary ops, mlx-lm's gated_delta_ops); vmap folds the batch into B.
+/// nuvec's own (shared/seeds/001).
+std::pair<array, array> gated_delta(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& g,
+    const array& beta,
+    const array& state,
+    StreamOrDevice s = {});
+
+/// gated_delta with every step's state: returns {y [B, T, Hv, Dv], states [B, T, Hv, Dv, Dk]}
+/// (states[:, t] is the state after step t, in state's dtype). Same checks, kernels and rules.
+std::pair<array, array> gated_delta_steps(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& g,
+    const array& beta,
+    const array& state,
+    StreamOrDevice s = {});
+
+/// gated_delta over a pool of states (continuous batching): sequence b starts from
+/// pool[slots[b]] and its final state is written back there. pool [P, Hv, Dv, Dk]; slots [B]
+/// integers in [-P, P) (negative ones count from the end), distinct. Returns {y, the updated
+/// pool} (a new array: rows not named by slots are the pool's). Throws std::invalid_argument
+/// naming gated_delta_slots for a pool or slots of the wrong shape or non-integer slots (and
+/// as gated_delta for the rest), and std::out_of_range at evaluation for a slot outside the
+/// pool. Kernels: as gated_delta, the pool copied and the named rows gathered and written in
+/// the same pass; the fallback takes the rows, runs gated_delta and puts them back.
+std::pair<array, array> gated_delta_slots(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& g,
+    const array& beta,
+    const array& pool,
+    const array& slots,
+    StreamOrDevice s = {});
+
 } // namespace nuvec::fast

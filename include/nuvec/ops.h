@@ -723,6 +723,10 @@ inline array conv_general(
 /// Shapes: input (N, L, C_in), weight (C_out, K, C_in / groups), output (N, L_out, C_out)
 /// with L_out = floor((L + 2 * padding - dilation * (K - 1) - 1) / stride) + 1.
 /// Throws std::invalid_argument naming conv1d (see conv_general). Source: MLX's conv1d.
+/// Runs one Convolution node (im2col and a GEMM); a depthwise call (groups = C_in, weight
+/// (C_in, K, 1) of the input's real floating dtype, padding >= 0) one DepthwiseConv1d node
+/// instead: direct CPU and CUDA kernels summing in float32 (float64 for float64), with the
+/// Convolution node as its fallback (gradients, vmap).
 array conv1d(
     const array& input,
     const array& weight,

@@ -16,6 +16,8 @@
 #include "primitives/scan.h"
 #include "fast/attention.h"
 #include "fast/cross_entropy.h"
+#include "fast/depthwise_conv1d.h"
+#include "fast/gated_delta.h"
 #include "fast/logsumexp.h"
 #include "fast/norm_rope.h"
 #include "fast/norms.h"
@@ -148,6 +150,8 @@ const std::vector<Row>& rows() {
       row<ScaledDotProductAttentionVjp>("ScaledDotProductAttentionVjp", R::Pinned),
       row<PagedAttention>("PagedAttention", R::Pinned),
       row<PagedWrite>("PagedWrite", R::Pinned),
+      // the recurrence's shapes (heads, state) are fixed by the traced ones
+      row<GatedDelta>("GatedDelta", R::Pinned),
       // quantized and gathered products: the packed layout fixes the weight's shape
       row<QuantizedMatmul>("QuantizedMatmul", R::Pinned),
       row<GatherQmm>("GatherQmm", R::Pinned),
@@ -163,6 +167,8 @@ const std::vector<Row>& rows() {
       row<Matmul>("Matmul", R::Product),
       row<AddMM>("AddMM", R::Product),
       row<Convolution>("Convolution", R::Pinned),
+      row<DepthwiseConv1d>("DepthwiseConv1d", R::Pinned),
+      row<CausalConv1dStep>("CausalConv1dStep", R::Pinned),
       row<FFT>("FFT", R::Pinned),
       row<Linalg>("Linalg", R::Pinned),
       row<RandomBits>("RandomBits", R::Pinned),

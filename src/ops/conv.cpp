@@ -1,9 +1,11 @@
 // nuvec: the convolution ops (conv_general, conv1d/2d/3d, conv_transpose1d/2d/3d) with MLX's
 // channels-last layout, signatures and defaults. Each validates and records one Convolution
-// node; the transposed ones are conv_general with input dilation and a flipped kernel (MLX).
+// node (conv1d a DepthwiseConv1d node for a depthwise call, src/fast/depthwise_conv1d.h); the
+// transposed ones are conv_general with input dilation and a flipped kernel (MLX).
 #include <tuple>
 
 #include "backend/common/conv_geometry.h"
+#include "fast/depthwise_conv1d.h"
 #include "ops/ops_common.h"
 
 namespace nuvec {
@@ -220,6 +222,12 @@ array conv1d(
     int groups,
     StreamOrDevice s) {
   require_rank("conv1d", input, weight, 1);
+  if (fast::is_depthwise_conv1d(input, weight, padding, groups)) {
+    // The depthwise case has direct kernels (a DepthwiseConv1d node, whose fallback is the
+    // Convolution node below); checked as that node's call is.
+    validate("conv1d", input, weight, {stride}, {padding}, {padding}, {dilation}, {1}, groups);
+    return fast::depthwise_conv1d(input, weight, stride, padding, dilation, s);
+  }
   return record_conv(
       "conv1d", input, weight, {stride}, {padding}, {padding}, {dilation}, {1}, groups, false,
       s);

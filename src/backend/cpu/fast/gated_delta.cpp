@@ -1,0 +1,139 @@
+// nuvec: the CPU kernel of GatedDelta (rules and fallback in src/fast/gated_delta.cpp). One
+// task per (b, value head) over the thread pool: the head's [Dv, Dk] state converted once into
+// a float32 (float64) buffer that stays in cache for all T steps, each row advanced by the
+// step of src/backend/common/math/gated_delta.h (one pass for the three dot products, one for
+// the update). q, k, v, g and beta are converted to the recurrence's dtype first: they are
+// O(T·D) against the O(T·Dv·Dk) work. States are written in the state's dtype per (b, h) (per
+// step for the steps mode); the slots mode copies the pool and writes the named rows.
+#include <cstdint>
+#include <vector>
+
+#include "backend/common/math/gated_delta.h"
+#include "backend/common/strided.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/index_range.h"
+#include "backend/cpu/thread_pool.h"
+#include "fast/gated_delta.h"
+#include "nuvec/allocator.h"
+
+namespace nuvec {
+
+namespace {
+
+/// s·k and s·q over n elements in one pass, with 8 partial sums each (a fixed order the
+/// compiler vectorises).
+template <typename A>
+void dot2(const A* s, const A* k, const A* q, int64_t n, A& sk, A& sq) {
+  constexpr int W = 8;
+  A pk[W] = {}, pq[W] = {};
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    for (int u = 0; u < W; ++u) {
+      pk[u] += s[j + u] * k[j + u];
+      pq[u] += s[j + u] * q[j + u];
+    }
+  }
+  for (; j < n; ++j) {
+    pk[j % W] += s[j] * k[j];
+    pq[j % W] += s[j] * q[j];
+  }
+  sk = sq = A(0);
+  for (int u = 0; u < W; ++u) {
+    sk += pk[u];
+    sq += pq[u];
+  }
+}
+
+/// The inputs as the recurrence reads them, row-major in its dtype A.
+template <typename A>
+struct Operands {
+  const A *q, *k, *v, *g, *beta;
+  int64_t b, t, hk, dk, hv, dv;
+};
+
+/// Runs the T steps of head (b, h) on `work` ([Dv, Dk] in A), writing y and calling
+/// after_step(t) after each step.
+template <typename A, typename F>
+void run_head(const Operands<A>& o, int64_t b, int64_t h, A* work, A* y, F&& after_step) {
+  const int64_t hk = h / (o.hv / o.hk);
+  for (int64_t t = 0; t < o.t; ++t) {
+    const int64_t bt = b * o.t + t;
+    const A* k = o.k + (bt * o.hk + hk) * o.dk;
+    const A* q = o.q + (bt * o.hk + hk) * o.dk;
+    const A* v = o.v + (bt * o.hv + h) * o.dv;
+    const A g = o.g[bt * o.hv + h], beta = o.beta[bt * o.hv + h];
+    A kq, unused;
+    dot2(k, q, q, o.dk, kq, unused);
+    A* yt = y + (bt * o.hv + h) * o.dv;
+    for (int64_t i = 0; i < o.dv; ++i) {
+      A* s = work + i * o.dk;
+      A sk, sq;
+      dot2(s, k, q, o.dk, sk, sq);
+      const auto step = math::gated_delta_row_step(g, beta, v[i], sk, sq, kq);
+      yt[i] = step.y;
+      for (int64_t j = 0; j < o.dk; ++j) s[j] = math::gated_delta_update(s[j], g, step.delta, k[j]);
+    }
+    after_step(t);
+  }
+}
+
+template <typename A>
+void gated_delta_cpu(GatedDeltaMode mode, const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const Dtype acc = std::is_same_v<A, double> ? float64 : float32;
+  std::vector<array> in;
+  for (int i = 0; i < 5; ++i) in.push_back(cpu::contiguous_copy(inputs[i], acc));
+  const array& q = inputs[0];
+  const array state = cpu::as_row_contiguous(inputs[5]);
+  Operands<A> o{in[0].data<A>(), in[1].data<A>(), in[2].data<A>(), in[3].data<A>(), in[4].data<A>(),
+                q.shape(0), q.shape(1), q.shape(2), q.shape(3), inputs[2].shape(2), inputs[2].shape(3)};
+  const int64_t head = o.dv * o.dk;
+  const Dtype sd = state.dtype();
+  const Shape row{static_cast<int>(head)};
+  const Strides unit{1};
+
+  // The row of the state source each sequence starts from (its slot in the pool).
+  std::vector<int64_t> source(static_cast<size_t>(o.b));
+  array& states = outputs[1];
+  if (mode == GatedDeltaMode::slots) {
+    const array slots = cpu::as_row_contiguous(inputs[6]);
+    const int32_t* sp = slots.data<int32_t>();
+    for (int64_t b = 0; b < o.b; ++b) source[b] = cpu::checked_index(sp[b], state.shape(0), 0, "gated_delta_slots");
+    cpu::copy_strided(state, states); // the rows no sequence names
+  } else {
+    for (int64_t b = 0; b < o.b; ++b) source[b] = b;
+    states.set_data(allocator::malloc(states.nbytes()));
+  }
+  std::vector<A> y(static_cast<size_t>(outputs[0].size()));
+  const char* src = static_cast<const char*>(state.raw_data());
+  char* dst = static_cast<char*>(states.raw_data());
+  const int64_t row_bytes = head * static_cast<int64_t>(size_of(sd));
+  cpu::run_tasks(static_cast<size_t>(o.b * o.hv), [&](size_t task) {
+    const int64_t b = static_cast<int64_t>(task) / o.hv, h = static_cast<int64_t>(task) % o.hv;
+    std::vector<A> work(static_cast<size_t>(head));
+    const int64_t from = source[b] * o.hv + h;
+    cpu::copy_elements(src + from * row_bytes, sd, unit, work.data(), acc, unit, row);
+    auto write = [&](int64_t at) { cpu::copy_elements(work.data(), acc, unit, dst + at * row_bytes, sd, unit, row); };
+    run_head(o, b, h, work.data(), y.data(), [&](int64_t t) {
+      if (mode == GatedDeltaMode::steps) write((b * o.t + t) * o.hv + h);
+    });
+    if (mode != GatedDeltaMode::steps) write(from);
+  });
+  array& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  const Strides strides = row_strides(out.shape());
+  cpu::copy_elements(y.data(), acc, strides, out.raw_data(), out.dtype(), strides, out.shape());
+}
+
+} // namespace
+
+void GatedDelta::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  bool wide = false;
+  for (int i = 0; i < 6; ++i) wide = wide || inputs[i].dtype() == float64;
+  if (wide) {
+    gated_delta_cpu<double>(mode_, inputs, outputs);
+  } else {
+    gated_delta_cpu<float>(mode_, inputs, outputs);
+  }
+}
+
+} // namespace nuvec

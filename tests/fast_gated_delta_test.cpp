@@ -1,0 +1,419 @@
+// The GatedDelta fused primitive (src/fast/gated_delta.h): gated_delta, gated_delta_steps and
+// gated_delta_slots. The kernels (CPU, and GPU when the suite runs with the GPU as default
+// device) against a float64 loop of the recurrence and against the node's fallback graph in
+// float64, on random inputs as the model feeds them (L2-normalised q and k, decays in (0, 1],
+// beta in (0, 1)) of T in {1, 2, 63, 64, 65, 1000}, Hv / Hk in {1, 2, 4}, Dk and Dv in
+// {32, 64, 128} and odd sizes the GPU leaves to the fallback, q in float32, bfloat16 and
+// float16 with float32 and bfloat16 states; every step's state; slots of a larger pool (out of
+// range ones raising at eval); GPU against CPU; the rules from the fallback (vjp and jvp
+// against central differences for every input, vmap against a loop); bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checker.h"
+#include "fast/gated_delta.h"
+#include "nuvec/nuvec.h"
+#include "test_utils.h"
+
+using namespace nuvec;
+using namespace nuvec::testing;
+
+namespace {
+
+struct Case {
+  int b, t, hk, hv, dk, dv;
+};
+
+std::string describe(const Case& c) {
+  return "B" + std::to_string(c.b) + " T" + std::to_string(c.t) + " Hk" + std::to_string(c.hk) + " Hv" +
+      std::to_string(c.hv) + " Dk" + std::to_string(c.dk) + " Dv" + std::to_string(c.dv);
+}
+
+// Inputs as a Gated DeltaNet layer makes them: q and k L2-normalised over Dk (the rule is a
+// contraction only then), decays in [0.5, 1), beta in (0, 1), a random state.
+struct Inputs {
+  array q, k, v, g, beta, state;
+};
+
+array l2_normalised(const array& x) {
+  return divide(x, sqrt(sum(square(x), -1, true)));
+}
+
+Inputs make_inputs(const Case& c, Dtype dt, Dtype state_dt) {
+  return {
+      astype(l2_normalised(randn({c.b, c.t, c.hk, c.dk})), dt),
+      astype(l2_normalised(randn({c.b, c.t, c.hk, c.dk})), dt),
+      astype(randn({c.b, c.t, c.hv, c.dv}), dt),
+      astype(uniform({c.b, c.t, c.hv}, 0.5, 1.0), dt),
+      astype(uniform({c.b, c.t, c.hv}, 0.01, 0.99), dt),
+      astype(multiply(randn({c.b, c.hv, c.dv, c.dk}), array(0.3)), state_dt),
+  };
+}
+
+// The recurrence in float64, straight from its definition:
+// S ← g S;  S ← S + k (β (v − S k))ᵀ;  y = S q.  Returns y and every step's state.
+struct Reference {
+  std::vector<double> y, states; // [B, T, Hv, Dv], [B, T, Hv, Dv, Dk]
+  std::vector<double> final_state;
+};
+
+Reference reference(const Inputs& in, const Case& c) {
+  const auto q = to_vector(in.q), k = to_vector(in.k), v = to_vector(in.v), g = to_vector(in.g),
+             beta = to_vector(in.beta);
+  auto S = to_vector(in.state);
+  Reference r;
+  r.y.assign(size_t(c.b) * c.t * c.hv * c.dv, 0.0);
+  r.states.assign(size_t(c.b) * c.t * c.hv * c.dv * c.dk, 0.0);
+  const size_t head = size_t(c.dv) * c.dk;
+  for (int b = 0; b < c.b; ++b) {
+    for (int h = 0; h < c.hv; ++h) {
+      double* s = &S[(size_t(b) * c.hv + h) * head];
+      const int kh = h / (c.hv / c.hk);
+      for (int t = 0; t < c.t; ++t) {
+        const size_t bt = size_t(b) * c.t + t;
+        const double* kt = &k[(bt * c.hk + kh) * c.dk];
+        const double* qt = &q[(bt * c.hk + kh) * c.dk];
+        const double gt = g[bt * c.hv + h], bt_ = beta[bt * c.hv + h];
+        for (size_t e = 0; e < head; ++e) s[e] *= gt;
+        for (int i = 0; i < c.dv; ++i) {
+          double kv = 0;
+          for (int j = 0; j < c.dk; ++j) kv += s[i * c.dk + j] * kt[j];
+          const double delta = bt_ * (v[(bt * c.hv + h) * c.dv + i] - kv);
+          for (int j = 0; j < c.dk; ++j) s[i * c.dk + j] += kt[j] * delta;
+          double y = 0;
+          for (int j = 0; j < c.dk; ++j) y += s[i * c.dk + j] * qt[j];
+          r.y[(bt * c.hv + h) * c.dv + i] = y;
+        }
+        std::copy(s, s + head, &r.states[(bt * c.hv + h) * head]);
+      }
+    }
+  }
+  r.final_state = S;
+  return r;
+}
+
+double tol_of(Dtype dt) {
+  return dt == float64 ? 1e-9 : dt == float32 ? 2e-4 : dt == float16 ? 4e-3 : 2.5e-2;
+}
+
+void expect_near_vector(const array& a, const std::vector<double>& e, double tol) {
+  const auto got = to_vector(a);
+  ASSERT_EQ(got.size(), e.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::abs(got[i] - e[i]) <= tol + tol * std::abs(e[i]))) {
+      if (++bad <= 5) ADD_FAILURE() << "element " << i << ": " << got[i] << " vs " << e[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+bool is_node(const array& a) {
+  return a.has_primitive() && dynamic_cast<const GatedDelta*>(&a.primitive()) != nullptr;
+}
+
+// Whether the op records its node for keys of dk features of dtype on the default device.
+bool node_expected(int dk, Dtype dt) {
+  return default_device() == Device::cpu || gated_delta_gpu_covers(dk, dt);
+}
+
+// The node's fallback on its inputs cast to float64.
+std::vector<array> fallback64(const array& out) {
+  auto& p = dynamic_cast<fast::FastPrimitive&>(out.primitive());
+  std::vector<array> in = out.inputs();
+  for (auto& a : in) {
+    if (issubdtype(a.dtype(), floating)) a = astype(a, float64);
+  }
+  return p.fallback()(in);
+}
+
+} // namespace
+
+TEST(FastGatedDelta, KernelsMatchAFloat64Loop) {
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 32, 32},  {2, 2, 1, 2, 64, 32},  {1, 63, 2, 4, 32, 64}, {1, 64, 1, 4, 128, 128},
+      {2, 65, 2, 2, 64, 64}, {1, 7, 1, 1, 20, 5},   {3, 5, 3, 6, 40, 33},  {1, 3, 1, 1, 256, 16},
+  };
+  for (const Case& c : cases) {
+    for (Dtype dt : {float32, bfloat16, float16}) {
+      for (Dtype sdt : {float32, bfloat16}) {
+        SCOPED_TRACE(describe(c) + " " + dtype_name(dt) + " state " + dtype_name(sdt));
+        const Inputs in = make_inputs(c, dt, sdt);
+        const Reference r = reference(in, c);
+        auto [y, s] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state);
+        EXPECT_EQ(is_node(y), node_expected(c.dk, dt));
+        EXPECT_EQ(y.dtype(), dt);
+        EXPECT_EQ(s.dtype(), sdt);
+        ASSERT_EQ(y.shape(), (Shape{c.b, c.t, c.hv, c.dv}));
+        ASSERT_EQ(s.shape(), (Shape{c.b, c.hv, c.dv, c.dk}));
+        // y is rounded to q's dtype, the state to its own; the recurrence runs in float32.
+        expect_near_vector(y, r.y, tol_of(dt) + 2e-4);
+        expect_near_vector(s, r.final_state, tol_of(sdt) + 2e-4);
+      }
+    }
+  }
+}
+
+TEST(FastGatedDelta, LongSequences) {
+  const Case c{1, 1000, 1, 2, 32, 16};
+  const Inputs in = make_inputs(c, float32, float32);
+  const Reference r = reference(in, c);
+  auto [y, s] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state);
+  expect_near_vector(y, r.y, 5e-4);
+  expect_near_vector(s, r.final_state, 5e-4);
+}
+
+TEST(FastGatedDelta, KernelMatchesItsFallbackInFloat64) {
+  for (const Case& c : {Case{2, 9, 2, 4, 32, 24}, Case{1, 4, 1, 1, 16, 8}}) {
+    SCOPED_TRACE(describe(c));
+    const Inputs in = make_inputs(c, float32, float32);
+    auto [y, s] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state);
+    if (!is_node(y)) continue; // a GPU run of the keys it leaves to the fallback
+    auto ref = fallback64(y);
+    expect_allclose(astype(y, float64), ref[0], 1e-4, 1e-5);
+    expect_allclose(astype(s, float64), ref[1], 1e-4, 1e-5);
+    // float64 inputs run the kernel in float64 (the CPU) or the fallback (the GPU): either
+    // matches the loop to rounding.
+    Inputs wide{astype(in.q, float64), astype(in.k, float64), astype(in.v, float64),
+                astype(in.g, float64), astype(in.beta, float64), astype(in.state, float64)};
+    const Reference r = reference(wide, c);
+    auto [y64, s64] = fast::gated_delta(wide.q, wide.k, wide.v, wide.g, wide.beta, wide.state);
+    EXPECT_EQ(y64.dtype(), float64);
+    expect_near_vector(y64, r.y, 1e-10);
+    expect_near_vector(s64, r.final_state, 1e-10);
+  }
+}
+
+TEST(FastGatedDelta, MixedDtypesTakeTheFallback) {
+  const Case c{1, 3, 1, 2, 32, 8};
+  Inputs in = make_inputs(c, float32, float32);
+  const Reference r = reference(in, c);
+  // v in bfloat16 beside float32 q and k: the fallback (the rule in float32), y in q's dtype.
+  auto [y, s] = fast::gated_delta(in.q, in.k, astype(in.v, bfloat16), in.g, in.beta, in.state);
+  EXPECT_FALSE(is_node(y));
+  EXPECT_EQ(y.dtype(), float32);
+  const Reference rb = reference({in.q, in.k, astype(astype(in.v, bfloat16), float32), in.g, in.beta, in.state}, c);
+  expect_near_vector(y, rb.y, 2e-4);
+  // g and beta in float16 and the state in float16 still run the kernel.
+  auto [y2, s2] = fast::gated_delta(in.q, in.k, in.v, astype(in.g, float16), astype(in.beta, float16),
+                                    astype(in.state, float16));
+  EXPECT_TRUE(is_node(y2));
+  EXPECT_EQ(s2.dtype(), float16);
+  const Reference rh = reference(
+      {in.q, in.k, in.v, astype(astype(in.g, float16), float32), astype(astype(in.beta, float16), float32),
+       astype(astype(in.state, float16), float32)},
+      c);
+  expect_near_vector(y2, rh.y, 2e-3);
+  expect_near_vector(s2, rh.final_state, 4e-3);
+}
+
+TEST(FastGatedDelta, EveryStepsState) {
+  for (const Case& c : {Case{2, 5, 1, 2, 32, 16}, Case{1, 65, 2, 2, 64, 32}, Case{1, 3, 1, 1, 12, 3}}) {
+    for (Dtype sdt : {float32, bfloat16}) {
+      SCOPED_TRACE(describe(c) + " state " + dtype_name(sdt));
+      const Inputs in = make_inputs(c, float32, sdt);
+      const Reference r = reference(in, c);
+      auto [y, states] = fast::gated_delta_steps(in.q, in.k, in.v, in.g, in.beta, in.state);
+      EXPECT_EQ(is_node(y), node_expected(c.dk, float32));
+      ASSERT_EQ(states.shape(), (Shape{c.b, c.t, c.hv, c.dv, c.dk}));
+      EXPECT_EQ(states.dtype(), sdt);
+      expect_near_vector(y, r.y, 3e-4);
+      expect_near_vector(states, r.states, tol_of(sdt) + 3e-4);
+    }
+  }
+  // No steps: empty outputs, and gated_delta returns the state as it was.
+  const Case c{2, 0, 1, 1, 32, 4};
+  const Inputs in = make_inputs(c, float32, float32);
+  auto [y, states] = fast::gated_delta_steps(in.q, in.k, in.v, in.g, in.beta, in.state);
+  EXPECT_EQ(y.shape(), (Shape{2, 0, 1, 4}));
+  EXPECT_EQ(states.shape(), (Shape{2, 0, 1, 4, 32}));
+  eval({y, states});
+  auto s0 = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state).second;
+  expect_allclose(s0, in.state, 0, 0);
+}
+
+TEST(FastGatedDelta, SlotsOfAPool) {
+  const Case c{3, 4, 1, 2, 32, 16};
+  const int pool_size = 7;
+  for (Dtype sdt : {float32, bfloat16}) {
+    SCOPED_TRACE(dtype_name(sdt));
+    Inputs in = make_inputs(c, float32, sdt);
+    const array pool = astype(multiply(randn({pool_size, c.hv, c.dv, c.dk}), array(0.3)), sdt);
+    // A random permutation's first B rows, one of them counted from the end.
+    std::vector<int> rows(pool_size);
+    std::iota(rows.begin(), rows.end(), 0);
+    std::shuffle(rows.begin(), rows.end(), rng());
+    rows.resize(c.b);
+    std::vector<int> given = rows;
+    given[1] -= pool_size;
+    for (Dtype idt : {int32, int64, uint32}) {
+      SCOPED_TRACE(dtype_name(idt));
+      std::vector<int> ids = idt == uint32 ? rows : given;
+      const array slots = astype(array(ids.begin(), {c.b}, int32), idt);
+      auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, slots);
+      EXPECT_TRUE(is_node(y));
+      ASSERT_EQ(updated.shape(), pool.shape());
+      in.state = take(pool, array(rows.begin(), {c.b}, int32), 0);
+      const Reference r = reference(in, c);
+      expect_near_vector(y, r.y, 3e-4);
+      // The named rows hold the final states, the others are the pool's.
+      const auto got = to_vector(updated), before = to_vector(pool);
+      const size_t head = size_t(c.hv) * c.dv * c.dk;
+      for (int p = 0; p < pool_size; ++p) {
+        const auto at = std::find(rows.begin(), rows.end(), p);
+        for (size_t e = 0; e < head; ++e) {
+          const double want = at == rows.end() ? before[p * head + e] : r.final_state[(at - rows.begin()) * head + e];
+          ASSERT_NEAR(got[p * head + e], want, tol_of(sdt) * (1 + std::abs(want)) + 3e-4) << "row " << p;
+        }
+      }
+    }
+  }
+  // A slot outside the pool raises at eval, naming the op; so does one int32 cannot hold.
+  const Inputs in = make_inputs(c, float32, float32);
+  const array pool = zeros({pool_size, c.hv, c.dv, c.dk});
+  for (const array& slots : {array({0, 7, 1}, int32), array({0, -8, 1}, int32),
+                             array({int64_t(0), int64_t(1) << 32, int64_t(1)}, int64)}) {
+    auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, slots);
+    EXPECT_THROW(eval({y, updated}), std::out_of_range);
+  }
+  try {
+    auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, array({2, 9, 1}, int32));
+    eval({y, updated});
+    ADD_FAILURE() << "no exception";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("gated_delta_slots"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FastGatedDelta, GpuMatchesCpu) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
+  for (const Case& c : {Case{2, 70, 2, 4, 128, 128}, Case{3, 1, 1, 2, 64, 40}, Case{1, 9, 1, 1, 96, 32}}) {
+    for (Dtype dt : {float32, bfloat16, float16}) {
+      SCOPED_TRACE(describe(c) + " " + dtype_name(dt));
+      const Inputs in = make_inputs(c, dt, float32);
+      auto run = [&](Device d) { return fast::gated_delta_steps(in.q, in.k, in.v, in.g, in.beta, in.state, d); };
+      auto [yg, sg] = run(Device::gpu);
+      auto [yc, sc] = run(Device::cpu);
+      EXPECT_TRUE(is_node(yg));
+      expect_allclose(astype(yg, float32), astype(yc, float32), tol_of(dt), tol_of(dt));
+      expect_allclose(sg, sc, 1e-4, 1e-4);
+    }
+  }
+}
+
+TEST(FastGatedDelta, GradientsOfEveryInput) {
+  // Both outputs enter the loss: y and the final state (or every state, or the pool).
+  const Case c{2, 3, 1, 2, 8, 3};
+  const Inputs in = make_inputs(c, float64, float64);
+  auto joined = [](const std::pair<array, array>& o) {
+    return concatenate({flatten(o.first), flatten(o.second)}, 0);
+  };
+  GradCheckOptions opts;
+  opts.rtol = 1e-5;
+  opts.atol = 1e-6;
+  check_grad([&](const std::vector<array>& x) {
+    return joined(fast::gated_delta(x[0], x[1], x[2], x[3], x[4], x[5]));
+  }, {in.q, in.k, in.v, in.g, in.beta, in.state}, opts);
+  check_grad([&](const std::vector<array>& x) {
+    return joined(fast::gated_delta_steps(x[0], x[1], x[2], x[3], x[4], x[5]));
+  }, {in.q, in.k, in.v, in.g, in.beta, in.state}, opts);
+  const array pool = randn({4, c.hv, c.dv, c.dk}), slots = array({3, 1}, int32);
+  check_grad([&](const std::vector<array>& x) {
+    return joined(fast::gated_delta_slots(x[0], x[1], x[2], x[3], x[4], x[5], slots));
+  }, {in.q, in.k, in.v, in.g, in.beta, pool}, opts);
+  // The kernel's node (float32) differentiates through the same graph: its vjp matches the
+  // float64 one to float32 rounding.
+  const Inputs f = make_inputs({1, 4, 1, 2, 32, 8}, float32, float32);
+  auto loss = [](const std::vector<array>& x) {
+    auto [y, s] = fast::gated_delta(x[0], x[1], x[2], x[3], x[4], x[5]);
+    return sum(square(y)) + sum(s);
+  };
+  std::vector<array> args{f.q, f.k, f.v, f.g, f.beta, f.state};
+  auto grads = grad(loss, {0, 1, 2, 3, 4, 5})(args);
+  std::vector<array> wide;
+  for (auto& a : args) wide.push_back(astype(a, float64));
+  auto grads64 = grad(loss, {0, 1, 2, 3, 4, 5})(wide);
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    expect_allclose(astype(grads[i], float64), grads64[i], 1e-3, 1e-4);
+  }
+}
+
+TEST(FastGatedDelta, VmapFoldsIntoTheBatch) {
+  const Case c{2, 3, 1, 2, 32, 8};
+  const int n = 3;
+  // Batched q, v, beta and state (on other axes than B), unbatched k and g.
+  const Inputs in = make_inputs({n * c.b, c.t, c.hk, c.hv, c.dk, c.dv}, float32, float32);
+  auto split = [&](const array& x, int axis) {
+    Shape s = x.shape();
+    s[0] = c.b;
+    s.insert(s.begin(), n);
+    return moveaxis(reshape(x, s), 0, axis);
+  };
+  const array k = slice(in.k, {0, 0, 0, 0}, {c.b, c.t, c.hk, c.dk});
+  const array g = slice(in.g, {0, 0, 0}, {c.b, c.t, c.hv});
+  const std::vector<array> batched{split(in.q, 1), k, split(in.v, 0), g, split(in.beta, 3), split(in.state, 2)};
+  const std::vector<int> axes{1, -1, 0, -1, 3, 2};
+  for (bool steps : {false, true}) {
+    SCOPED_TRACE(steps ? "steps" : "final");
+    check_vmap(
+        [&](const std::vector<array>& x) {
+          auto [y, s] = steps ? fast::gated_delta_steps(x[0], x[1], x[2], x[3], x[4], x[5])
+                              : fast::gated_delta(x[0], x[1], x[2], x[3], x[4], x[5]);
+          return std::vector<array>{y, s};
+        },
+        batched, axes, 1e-5, 1e-5);
+  }
+  // The slots mode over one shared pool batches its fallback.
+  const array pool = randn({5, c.hv, c.dv, c.dk}, float32);
+  const array slots = stack({array({0, 3}, int32), array({4, 1}, int32), array({2, 0}, int32)}, 0);
+  check_vmap(
+      [&](const std::vector<array>& x) {
+        auto [y, p] = fast::gated_delta_slots(x[0], x[1], x[2], x[3], x[4], pool, x[5]);
+        return std::vector<array>{y, p};
+      },
+      {batched[0], k, batched[2], g, batched[4], slots}, {1, -1, 0, -1, 3, 0}, 1e-5, 1e-5);
+}
+
+TEST(FastGatedDelta, BadInput) {
+  const Case c{2, 3, 2, 4, 32, 8};
+  const Inputs in = make_inputs(c, float32, float32);
+  auto call = [](const array& q, const array& k, const array& v, const array& g, const array& beta,
+                 const array& state) { return fast::gated_delta(q, k, v, g, beta, state); };
+  const std::string op = "[gated_delta]";
+  expect_throws_naming<std::invalid_argument>([&] { call(in.q, in.k, in.v, in.g, in.beta, astype(in.state, int32)); }, op);
+  expect_throws_naming<std::invalid_argument>([&] { call(astype(in.q, int32), in.k, in.v, in.g, in.beta, in.state); }, op);
+  // k of another shape; q not 4-d.
+  expect_throws_naming<std::invalid_argument>(
+      [&] { call(in.q, slice(in.k, {0, 0, 0, 0}, {2, 3, 2, 16}), in.v, in.g, in.beta, in.state); }, op);
+  expect_throws_naming<std::invalid_argument>([&] { call(flatten(in.q), in.k, in.v, in.g, in.beta, in.state); }, op);
+  // Hv (3) not a multiple of Hk (2).
+  expect_throws_naming<std::invalid_argument>(
+      [&] { call(in.q, in.k, zeros({2, 3, 3, 8}), zeros({2, 3, 3}), zeros({2, 3, 3}), zeros({2, 3, 8, 32})); }, op);
+  // v of another batch or length; g and beta of the wrong shape; a state of the wrong shape.
+  expect_throws_naming<std::invalid_argument>(
+      [&] { call(in.q, in.k, zeros({2, 4, 4, 8}), in.g, in.beta, in.state); }, op);
+  expect_throws_naming<std::invalid_argument>([&] { call(in.q, in.k, in.v, zeros({2, 3, 2}), in.beta, in.state); }, op);
+  expect_throws_naming<std::invalid_argument>([&] { call(in.q, in.k, in.v, in.g, zeros({2, 3}), in.state); }, op);
+  expect_throws_naming<std::invalid_argument>(
+      [&] { call(in.q, in.k, in.v, in.g, in.beta, zeros({2, 4, 32, 8})); }, op);
+  expect_throws_naming<std::invalid_argument>(
+      [&] { fast::gated_delta_steps(in.q, in.k, in.v, in.g, in.beta, zeros({1, 4, 8, 32})); }, "[gated_delta_steps]");
+  // The pool's rows must be states; slots one integer per sequence.
+  const std::string sop = "[gated_delta_slots]";
+  const array pool = zeros({5, 4, 8, 32});
+  expect_throws_naming<std::invalid_argument>(
+      [&] { fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, zeros({5, 4, 8, 16}), array({0, 1}, int32)); }, sop);
+  expect_throws_naming<std::invalid_argument>(
+      [&] { fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, array({0.0f, 1.0f})); }, sop);
+  expect_throws_naming<std::invalid_argument>(
+      [&] { fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, array({0, 1, 2}, int32)); }, sop);
+  expect_throws_naming<std::invalid_argument>(
+      [&] { fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, reshape(array({0, 1}, int32), {1, 2})); }, sop);
+}
