@@ -15,6 +15,7 @@ Attention rows compare with PyTorch's SDPA on its cuDNN backend, with a second r
 flash backend.
 """
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -394,10 +395,10 @@ def floor_ms(name, copy_gbps):
     # counted in FLOPs as the rule's 6·Dk·Dv per token and head (S·k, S·q and the rank-1
     # update; the chunked form does more), over the bf16 tensor-core peak.
     if name.startswith("gated_delta_decode"):
-        b = int(name.split("_b")[1].split("_")[0])
+        b = int(re.search(r"_b(\d+)_", name).group(1))
         return 2 * b * 32 * 128 * 128 * 4 / (copy_gbps * 1e9) * 1e3
     if name.startswith("gated_delta_prefill"):
-        t = int(name.split("_t")[1].split("_")[0])
+        t = int(re.search(r"_t(\d+)_", name).group(1))
         return 6 * t * 16 * 128 * 128 / (PEAK_TFLOPS["bf16"] * 1e12) * 1e3
     if name.startswith("sdpa_prefill"):
         fwd = 4 * 4 * 32 * 4096 * 4096 * 128
