@@ -5,7 +5,8 @@
 // beta in (0, 1)) of T in {1, 2, 63, 64, 65, 1000}, Hv / Hk in {1, 2, 4}, Dk and Dv in
 // {32, 64, 128} and odd sizes the GPU leaves to the fallback, q in float32, bfloat16 and
 // float16 with float32 and bfloat16 states; every step's state; slots of a larger pool (out of
-// range ones raising at eval); GPU against CPU; the rules from the fallback (vjp and jvp
+// range ones raising at eval); decays of any sign; GPU against CPU and the GPU's chunked
+// kernel (T >= 64) against its recurrent one; the rules from the fallback (vjp and jvp
 // against central differences for every input, vmap against a loop); bad input.
 #include <gtest/gtest.h>
 
@@ -239,10 +240,11 @@ TEST(FastGatedDelta, EveryStepsState) {
 }
 
 TEST(FastGatedDelta, SlotsOfAPool) {
-  const Case c{3, 4, 1, 2, 32, 16};
   const int pool_size = 7;
+  // T 4 runs the GPU's recurrent kernel, T 70 its chunked one.
+  for (const Case& c : {Case{3, 4, 1, 2, 32, 16}, Case{3, 70, 1, 2, 32, 16}})
   for (Dtype sdt : {float32, bfloat16}) {
-    SCOPED_TRACE(dtype_name(sdt));
+    SCOPED_TRACE(describe(c) + " state " + dtype_name(sdt));
     Inputs in = make_inputs(c, float32, sdt);
     const array pool = astype(multiply(randn({pool_size, c.hv, c.dv, c.dk}), array(0.3)), sdt);
     // A random permutation's first B rows, one of them counted from the end.
@@ -275,13 +277,18 @@ TEST(FastGatedDelta, SlotsOfAPool) {
     }
   }
   // A slot outside the pool raises at eval, naming the op; so does one int32 cannot hold.
+  for (const Case& c : {Case{3, 4, 1, 2, 32, 16}, Case{3, 70, 1, 2, 32, 16}}) {
+    const Inputs in = make_inputs(c, float32, float32);
+    const array pool = zeros({pool_size, c.hv, c.dv, c.dk});
+    for (const array& slots : {array({0, 7, 1}, int32), array({0, -8, 1}, int32),
+                               array({int64_t(0), int64_t(1) << 32, int64_t(1)}, int64)}) {
+      auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, slots);
+      EXPECT_THROW(eval({y, updated}), std::out_of_range) << describe(c);
+    }
+  }
+  const Case c{3, 4, 1, 2, 32, 16};
   const Inputs in = make_inputs(c, float32, float32);
   const array pool = zeros({pool_size, c.hv, c.dv, c.dk});
-  for (const array& slots : {array({0, 7, 1}, int32), array({0, -8, 1}, int32),
-                             array({int64_t(0), int64_t(1) << 32, int64_t(1)}, int64)}) {
-    auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, slots);
-    EXPECT_THROW(eval({y, updated}), std::out_of_range);
-  }
   try {
     auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, array({2, 9, 1}, int32));
     eval({y, updated});
@@ -304,6 +311,48 @@ TEST(FastGatedDelta, GpuMatchesCpu) {
       expect_allclose(astype(yg, float32), astype(yc, float32), tol_of(dt), tol_of(dt));
       expect_allclose(sg, sc, 1e-4, 1e-4);
     }
+  }
+}
+
+// The GPU's chunked kernel (gated_delta and gated_delta_slots from T 64 on) against its
+// recurrent one (gated_delta_steps, every step's state): the same rule, summed in another order.
+TEST(FastGatedDelta, ChunkedMatchesRecurrent) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
+  const std::vector<Case> cases = {
+      {1, 64, 1, 2, 128, 128}, {2, 65, 2, 4, 64, 48}, {1, 200, 1, 1, 32, 16}, {2, 1000, 2, 2, 128, 64},
+      {1, 129, 3, 3, 120, 32},
+  };
+  for (const Case& c : cases) {
+    for (Dtype dt : {float32, bfloat16}) {
+      SCOPED_TRACE(describe(c) + " " + dtype_name(dt));
+      const Inputs in = make_inputs(c, dt, float32);
+      auto [yc, sc] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu);
+      auto [yr, states] = fast::gated_delta_steps(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu);
+      const array last = squeeze(slice(states, {0, c.t - 1, 0, 0, 0}, states.shape()), 1);
+      // y is rounded to dt by both; the float32 sums differ in order only.
+      const double tol = dt == float32 ? 5e-5 : 1.6e-2;
+      expect_allclose(astype(yc, float32), astype(yr, float32), tol, tol);
+      expect_allclose(sc, last, 5e-5, 5e-5);
+    }
+  }
+}
+
+// Decays are taken as any real number, not only (0, 1]: zeros (a reset), negatives and ones,
+// on every backend (the chunked GPU kernel carries the sign beside the log-decay).
+TEST(FastGatedDelta, DecaysOfAnySign) {
+  for (const Case& c : {Case{1, 130, 1, 2, 64, 32}, Case{2, 9, 1, 1, 32, 16}}) {
+    SCOPED_TRACE(describe(c));
+    Inputs in = make_inputs(c, float32, float32);
+    const array u = uniform({c.b, c.t, c.hv}, 0.0, 1.0, float32);
+    // A tenth of the steps reset the state, a tenth keep it, the rest decay with either sign.
+    in.g = where(less(u, array(0.1f)), array(0.f),
+                 where(less(u, array(0.2f)), array(1.f), uniform({c.b, c.t, c.hv}, -1.0, 1.0, float32)));
+    ASSERT_EQ(in.g.dtype(), float32);
+    const Reference r = reference(in, c);
+    auto [y, s] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state);
+    EXPECT_TRUE(is_node(y));
+    expect_near_vector(y, r.y, 4e-4);
+    expect_near_vector(s, r.final_state, 4e-4);
   }
 }
 

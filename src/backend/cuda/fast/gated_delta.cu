@@ -5,8 +5,11 @@
 // written once after the last (or after every step, the steps mode). A step is a single
 // reduction over the group (s·k, s·q and k·q together: math::gated_delta_row_step), the
 // update is in registers, and the operands of the next chunk of steps are loaded while this
-// one computes (k and q into shared memory, v, g and β one a lane). Decode (T = 1) is one read and one write of the state; prefill runs T dependent
-// steps per row, so its speed is the step's latency (no chunked tensor-core form yet).
+// one computes (k and q into shared memory, v, g and β one a lane). Decode (T = 1) is one
+// read and one write of the state. A long sequence runs T dependent steps per row here, so
+// its speed is the step's latency: from T = 64 on, the final-state and slots modes go to the
+// chunked form (gated_delta_chunked.cu) where it covers the sizes; the steps mode, which
+// writes every step's state anyway, stays here.
 // Blocks of 256 threads take 256 / L rows of one (b, h), so their k and q loads are shared
 // through L1. The slots mode copies the pool, then reads row slots[b] of the input pool and
 // writes it in the copy; a slot outside the pool is reported as std::out_of_range naming
@@ -19,6 +22,7 @@
 #include "backend/cuda/device/convert.cuh"
 #include "backend/cuda/device/mma.cuh"
 #include "backend/cuda/device/vector.cuh"
+#include "backend/cuda/fast/gated_delta.cuh"
 #include "backend/cuda/index_errors.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
@@ -30,17 +34,6 @@ namespace {
 
 constexpr int kElems = math::kGatedDeltaLaneElems;
 constexpr int kThreads = 256;
-
-/// The dtype of g and beta, read at run time (they are [B, T, Hv]: one load a step).
-enum class GateType : int { f32, f16, bf16 };
-
-__device__ __forceinline__ float load_gate(const void* p, int64_t i, GateType t) {
-  switch (t) {
-    case GateType::f16: return __half2float(static_cast<const __half*>(p)[i]);
-    case GateType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
 
 /// The 8 elements at p (16-byte aligned) in float32.
 template <typename X>
@@ -200,13 +193,6 @@ size_t staging_bytes(int dk, int lanes, size_t item) {
   return 2 * 2 * size_t(chunk) * dk * item;
 }
 
-GateType gate_type(Dtype dt) {
-  if (dt == float16) return GateType::f16;
-  if (dt == bfloat16) return GateType::bf16;
-  if (dt == float32) return GateType::f32;
-  throw std::invalid_argument("[gated_delta] the GPU kernel takes g and beta in float32, float16 or bfloat16.");
-}
-
 // Lanes per state row: the power of two holding Dk in 8-element pieces.
 int lanes_for(int dk) {
   int lanes = 1;
@@ -247,10 +233,16 @@ void GatedDelta::eval_gpu(const std::vector<array>& inputs, std::vector<array>& 
     cu::alloc_output(states);
   }
   if (int64_t(b) * hv == 0 || dv == 0) return;
-  const int lanes = lanes_for(dk), rows = kThreads / lanes;
-  const dim3 grid(static_cast<unsigned>(int64_t(b) * hv), static_cast<unsigned>((dv + rows - 1) / rows));
   array slot_ids = slots ? cu::as_row_contiguous(inputs[6]) : array(0);
   cu::IndexErrorCheck check("gated_delta_slots", slots);
+  if (mode_ != GatedDeltaMode::steps && t >= kGatedDeltaChunkedMinT && gated_delta_chunked_covers(dk, dv)) {
+    gated_delta_chunked(
+        q, k, v, g, beta, state, slots ? cu::device_ptr<int32_t>(slot_ids) : nullptr, check.device(), y, states);
+    check.finish(cu::device_ptr(y), y.nbytes());
+    return;
+  }
+  const int lanes = lanes_for(dk), rows = kThreads / lanes;
+  const dim3 grid(static_cast<unsigned>(int64_t(b) * hv), static_cast<unsigned>((dv + rows - 1) / rows));
   cu::dispatch_device_float_types(q.dtype(), "gated_delta", [&]<typename T>() {
     cu::dispatch_device_float_types(state.dtype(), "gated_delta", [&]<typename S>() {
       if constexpr (std::is_same_v<T, double> || std::is_same_v<S, double>) {

@@ -1,0 +1,65 @@
+// nuvec: what the two GPU forms of GatedDelta share: the recurrent kernel
+// (gated_delta.cu: decode, short T, the steps mode, Dk up to 256) and the chunked one
+// (gated_delta_chunked.cu: prefill, T >= kGatedDeltaChunkedMinT). The decays and betas are
+// read in their own dtype (they are [B, T, Hv], a load a step), so their type is a run-time
+// value rather than a template parameter.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "backend/cuda/index_errors.cuh"
+#include "nuvec/array.h"
+
+namespace nuvec {
+
+/// The dtype of g and beta.
+enum class GateType : int { f32, f16, bf16 };
+
+__device__ __forceinline__ float load_gate(const void* p, int64_t i, GateType t) {
+  switch (t) {
+    case GateType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    case GateType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+inline GateType gate_type(Dtype dt) {
+  if (dt == float16) return GateType::f16;
+  if (dt == bfloat16) return GateType::bf16;
+  if (dt == float32) return GateType::f32;
+  throw std::invalid_argument("[gated_delta] the GPU kernel takes g and beta in float32, float16 or bfloat16.");
+}
+
+/// The shortest sequence the chunked kernel takes: one chunk of 64 steps. Below it the
+/// recurrent kernel's T dependent steps cost less than the chunked form's three launches.
+constexpr int kGatedDeltaChunkedMinT = 64;
+
+/// Whether the chunked kernel covers these sizes: Dk a multiple of 8 up to 128 (a chunk's
+/// keys, queries and WY products of 64 rows fit the shared memory of one block), Dv a
+/// multiple of 16 (a block owns 16 rows of the state).
+inline bool gated_delta_chunked_covers(int dk, int dv) {
+  return dk % 8 == 0 && dk <= 128 && dv % 16 == 0;
+}
+
+/// The chunked form (gated_delta_chunked.cu) on inputs the caller made row-contiguous and
+/// 16-byte aligned: q, k, v of one dtype, g and beta of float32/float16/bfloat16, `state`
+/// [B or P, Hv, Dv, Dk] of float32/float16/bfloat16 read at row slots[b] (b when slots is
+/// null), `states` written at the same row; y [B, T, Hv, Dv] in q's dtype. A slot outside
+/// the pool is recorded in `err` and its sequence skipped.
+void gated_delta_chunked(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& g,
+    const array& beta,
+    const array& state,
+    const int32_t* slots,
+    cu::IndexError* err,
+    array& y,
+    array& states);
+
+} // namespace nuvec

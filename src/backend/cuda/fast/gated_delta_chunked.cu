@@ -1,0 +1,500 @@
+// nuvec: the chunked GPU form of GatedDelta for prefill (the recurrent one, gated_delta.cu,
+// runs decode, short T and the steps mode). The recurrent kernel's T dependent steps are
+// latency-bound (4 ms for T 8192 at 16 heads on the H200); the chunked form (Yang et al. 2024,
+// "Gated Delta Networks", section 3.3; flash-linear-attention's chunk_gated_delta_rule;
+// transformers' torch_chunk_gated_delta_rule, whose notation this follows) takes chunks of
+// C = 64 steps, does everything inside a chunk in parallel and carries the state across
+// chunks with three products a chunk. Per (b, h) and chunk, with G_c the cumulative log-decay
+// inside the chunk (so Γ_cj = e^{G_c − G_j} is the decay from step j to step c):
+//   A = strict_lower(diag(β) K Kᵀ ⊙ Γ),  T = (I + A)^{-1},
+//   W = T diag(β e^{G}) K  [C, Dk],      U = T diag(β) V  [C, Dv]   (the WY/UT representation),
+//   P = lower(Q Kᵀ ⊙ Γ)  [C, C];
+// then across chunks, with the state S [Dv, Dk]:
+//   V' = U − W Sᵀ,   Y = diag(e^{G}) Q Sᵀ + P V',   S ← e^{G_C} S + V'ᵀ diag(e^{G_C − G}) K.
+// Two kernels: prepare (one block per (b, h, chunk), all in parallel: A, P, and T applied to
+// the columns of [βe^G K | βV] by forward substitution, a thread per column with the column in
+// registers) writes W, U, P and G to scratch; the state pass (one block per (b, h) and 16 rows
+// of the state, the chunks in order) keeps its rows of S in registers and shared memory and
+// loads the next chunk's operands with cp.async while this one computes. Everything is
+// float32 on the CUDA cores (no tensor cores yet: the operands W, P and S are float32, and
+// rounding them to bf16 would give up the recurrence's float32), so the form covers every
+// input dtype with the recurrent kernel's accuracy. Decays may be any real number: G is the
+// cumulative log |g| (clamped at −80, so a zero decay is e^{−80}) and its sign is carried
+// beside it.
+#include <cstdint>
+
+#include "backend/cuda/device/convert.cuh"
+#include "backend/cuda/device/mma.cuh"
+#include "backend/cuda/device/vector.cuh"
+#include "backend/cuda/fast/gated_delta.cuh"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/runtime/runtime.h"
+
+namespace nuvec {
+
+namespace {
+
+constexpr int kChunk = 64;
+constexpr int kThreads = 256;      // threads of a prepare block
+constexpr int kStateThreads = 512; // threads of a state-pass block: 16 warps for its one block an SM
+constexpr int kRows = 16;             // state rows (of Dv) a block of the state pass owns
+// A state-pass thread's outputs in the products with S (steps cg + 32 r, r < kStepsPerThread).
+constexpr int kStepsPerThread = kChunk * kRows / kStateThreads;
+static_assert(kStateThreads == kRows * 32, "the state update gives each thread 4 of a row's 128 columns");
+constexpr int kLd = kChunk + 4;       // row stride of the prepare kernel's tiles (float4 rows, no bank conflicts)
+constexpr float kMinLogDecay = -80.f; // log |g| of a zero decay
+
+template <typename T>
+struct PrepareArgs {
+  const T *q, *k, *v;
+  const void *g, *beta;
+  GateType gate_type, beta_type;
+  float* w;      // [B, Hv, Tp, Dk]; Tp = chunks · C, the rows past T zero
+  float* u;      // [B, Hv, Tp, Dv]
+  float* p;      // [B, Hv, chunks, C, C]
+  float2* decay; // [B, Hv, Tp]: (G, the sign of the product of the decays up to the step)
+  int b, t, hk, dk, hv, dv, chunks;
+};
+
+/// The 4 elements at p (aligned to 4 elements) in float32.
+template <typename X>
+__device__ __forceinline__ void load4(const X* p, float (&out)[4]) {
+  const auto v = cu::load_vec<4>(p);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[e] = cu::to_acc(v[e]);
+}
+
+/// Shared memory of the prepare kernel: keys and queries transposed ([Dk][kLd] each) and A.
+size_t prepare_smem_bytes(int dk) {
+  return (2 * size_t(dk) + kChunk) * kLd * sizeof(float);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) gated_delta_prepare_kernel(PrepareArgs<T> a) {
+  extern __shared__ __align__(16) float prep_smem[];
+  __shared__ float logs[kChunk], signs[kChunk], betas[kChunk], wscale[kChunk];
+  const int n = blockIdx.x, bh = blockIdx.y, b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
+  const int tid = threadIdx.x, t0 = n * kChunk;
+  const int64_t row0 = int64_t(bh) * a.chunks * kChunk + t0; // this chunk's first row of W, U, decay
+  float* kt = prep_smem;       // kt[d * kLd + c] = k_c[d]
+  float* qt = kt + a.dk * kLd; // qt[d * kLd + c] = q_c[d]
+  float* am = qt + a.dk * kLd; // am[i * kLd + j] = A_ij
+  if (tid < kChunk) {
+    const int t = t0 + tid;
+    float lg = 0.f, sg = 1.f, be = 0.f; // steps past T: no decay, no update
+    if (t < a.t) {
+      const int64_t i = (int64_t(b) * a.t + t) * a.hv + h;
+      const float gv = load_gate(a.g, i, a.gate_type);
+      lg = fmaxf(logf(fabsf(gv)), kMinLogDecay);
+      sg = gv < 0.f ? -1.f : 1.f;
+      be = load_gate(a.beta, i, a.beta_type);
+    }
+    logs[tid] = lg;
+    signs[tid] = sg;
+    betas[tid] = be;
+  }
+  for (int e = tid; e < kChunk * a.dk; e += kThreads) {
+    const int c = e / a.dk, d = e % a.dk, t = t0 + c;
+    float kv = 0.f, qv = 0.f;
+    if (t < a.t) {
+      const int64_t at = ((int64_t(b) * a.t + t) * a.hk + hk) * a.dk + d;
+      kv = cu::to_acc(a.k[at]);
+      qv = cu::to_acc(a.q[at]);
+    }
+    kt[d * kLd + c] = kv;
+    qt[d * kLd + c] = qv;
+  }
+  __syncthreads();
+  // G and the signs: inclusive scans over the chunk by warp 0, two steps a lane.
+  if (tid < 32) {
+    const float l0 = logs[2 * tid], l1 = logs[2 * tid + 1], s0 = signs[2 * tid], s1 = signs[2 * tid + 1];
+    float ls = l0 + l1, ss = s0 * s1;
+    for (int o = 1; o < 32; o <<= 1) {
+      const float lo = __shfl_up_sync(0xffffffffu, ls, o), so = __shfl_up_sync(0xffffffffu, ss, o);
+      if (tid >= o) {
+        ls += lo;
+        ss *= so;
+      }
+    }
+    float le = __shfl_up_sync(0xffffffffu, ls, 1), se = __shfl_up_sync(0xffffffffu, ss, 1);
+    if (tid == 0) {
+      le = 0.f;
+      se = 1.f;
+    }
+    logs[2 * tid] = le + l0;
+    logs[2 * tid + 1] = le + l0 + l1;
+    signs[2 * tid] = se * s0;
+    signs[2 * tid + 1] = se * s0 * s1;
+  }
+  __syncthreads();
+  if (tid < kChunk) {
+    a.decay[row0 + tid] = make_float2(logs[tid], signs[tid]);
+    wscale[tid] = betas[tid] * signs[tid] * expf(logs[tid]);
+  }
+
+  // K Kᵀ and Q Kᵀ: a 4 x 4 block of each per thread.
+  const int ti = tid / 16, tj = tid % 16;
+  float kk[4][4] = {}, qk[4][4] = {};
+  for (int d = 0; d < a.dk; ++d) {
+    const float4 ki = *reinterpret_cast<const float4*>(kt + d * kLd + 4 * ti);
+    const float4 qi = *reinterpret_cast<const float4*>(qt + d * kLd + 4 * ti);
+    const float4 kj = *reinterpret_cast<const float4*>(kt + d * kLd + 4 * tj);
+    const float kiv[4] = {ki.x, ki.y, ki.z, ki.w}, qiv[4] = {qi.x, qi.y, qi.z, qi.w};
+    const float kjv[4] = {kj.x, kj.y, kj.z, kj.w};
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        kk[r][c] = fmaf(kiv[r], kjv[c], kk[r][c]);
+        qk[r][c] = fmaf(qiv[r], kjv[c], qk[r][c]);
+      }
+    }
+  }
+  float* p = a.p + (int64_t(bh) * a.chunks + n) * kChunk * kChunk;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = 4 * ti + r;
+    float pv[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int j = 4 * tj + c;
+      const float decay = j <= i ? signs[i] * signs[j] * expf(logs[i] - logs[j]) : 0.f;
+      am[i * kLd + j] = j < i ? betas[i] * decay * kk[r][c] : 0.f;
+      pv[c] = decay * qk[r][c];
+    }
+    *reinterpret_cast<float4*>(p + i * kChunk + 4 * tj) = make_float4(pv[0], pv[1], pv[2], pv[3]);
+  }
+  __syncthreads();
+
+  // W and U: column m of [β e^G K | β V] through (I + A) X = R by forward substitution,
+  // X_i = R_i − Σ_{j<i} A_ij X_j, the column in registers (the loops unrolled).
+  for (int m = tid; m < a.dk + a.dv; m += kThreads) {
+    float x[kChunk];
+    if (m < a.dk) {
+#pragma unroll
+      for (int i = 0; i < kChunk; i += 4) {
+        const float4 k4 = *reinterpret_cast<const float4*>(kt + m * kLd + i);
+        x[i] = wscale[i] * k4.x;
+        x[i + 1] = wscale[i + 1] * k4.y;
+        x[i + 2] = wscale[i + 2] * k4.z;
+        x[i + 3] = wscale[i + 3] * k4.w;
+      }
+    } else {
+      const T* vcol = a.v + (int64_t(b) * a.t * a.hv + h) * a.dv + (m - a.dk);
+      const int64_t step = int64_t(a.hv) * a.dv;
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) x[i] = t0 + i < a.t ? betas[i] * cu::to_acc(vcol[(t0 + i) * step]) : 0.f;
+    }
+#pragma unroll
+    for (int i = 1; i < kChunk; ++i) {
+      float acc = x[i];
+#pragma unroll
+      for (int j = 0; j < i; j += 4) {
+        const float4 a4 = *reinterpret_cast<const float4*>(am + i * kLd + j);
+        acc = fmaf(-a4.x, x[j], acc);
+        if (j + 1 < i) acc = fmaf(-a4.y, x[j + 1], acc);
+        if (j + 2 < i) acc = fmaf(-a4.z, x[j + 2], acc);
+        if (j + 3 < i) acc = fmaf(-a4.w, x[j + 3], acc);
+      }
+      x[i] = acc;
+    }
+    float* out = m < a.dk ? a.w + row0 * a.dk + m : a.u + row0 * a.dv + (m - a.dk);
+    const int ld = m < a.dk ? a.dk : a.dv;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) out[int64_t(i) * ld] = x[i];
+  }
+}
+
+template <typename T, typename S>
+struct StateArgs {
+  const T *q, *k;
+  const float *w, *u, *p;
+  const float2* decay;
+  const S* state; // [B or P, Hv, Dv, Dk]
+  S* states;      // the final states, at the same rows
+  T* y;           // [B, T, Hv, Dv]
+  const int32_t* slots;
+  cu::IndexError* err;
+  int b, t, hk, dk, hv, dv, chunks, pool;
+};
+
+/// Chunks of operands a state-pass block holds: two (the next loads while this one
+/// computes) for 16-bit inputs, one for float32 (two would pass the 227 KB of shared memory).
+template <typename T>
+constexpr int kStages = sizeof(T) == 2 ? 2 : 1;
+
+/// Byte offsets of one chunk's operands in a state-pass block's shared memory: W [C][Dk]
+/// float32, Q and K [C][Dk] of T, P [C][C], U's 16 rows [C][16], and (G, sign) [C].
+struct StageLayout {
+  int w, q, k, p, u, decay, bytes;
+};
+
+StageLayout stage_layout(int dk, int item) {
+  StageLayout l{};
+  l.w = 0;
+  l.q = l.w + kChunk * dk * 4;
+  l.k = l.q + kChunk * dk * item;
+  l.p = l.k + kChunk * dk * item;
+  l.u = l.p + kChunk * kChunk * 4;
+  l.decay = l.u + kChunk * kRows * 4;
+  l.bytes = l.decay + kChunk * 8;
+  return l;
+}
+
+/// Shared memory of a state-pass block: the state's 16 rows ([16][Dk + 4] float32), V' and
+/// V' scaled by e^{G_C − G} ([C][16] each), then the stages.
+size_t fixed_state_smem(int dk) {
+  return (size_t(kRows) * (dk + 4) + 2 * kChunk * kRows) * sizeof(float);
+}
+
+template <typename T>
+size_t state_smem_bytes(int dk) {
+  return fixed_state_smem(dk) + size_t(kStages<T>) * stage_layout(dk, sizeof(T)).bytes;
+}
+
+template <typename T, typename S>
+__global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateArgs<T, S> a, StageLayout L) {
+  extern __shared__ __align__(16) unsigned char state_smem[];
+  constexpr int kSt = kStages<T>;
+  const int tid = threadIdx.x, j0 = blockIdx.x * kRows, bh = blockIdx.y;
+  const int b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
+  int64_t from = b;
+  if (a.slots != nullptr) {
+    const int64_t slot = a.slots[b];
+    if (slot < -a.pool || slot >= a.pool) {
+      if (tid == 0 && blockIdx.x == 0) cu::record_index_error(a.err, slot, a.pool, 0);
+      return; // the whole block: every thread has this b
+    }
+    from = slot < 0 ? slot + a.pool : slot;
+  }
+  const int lds = a.dk + 4;
+  float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
+  float* vp = ssh + kRows * lds;                     // [C][16]: V'
+  float* vt = vp + kChunk * kRows;                   // [C][16]: V' e^{G_C − G}
+  unsigned char* stages = reinterpret_cast<unsigned char*>(vt + kChunk * kRows);
+  const int64_t rows0 = int64_t(bh) * a.chunks * kChunk;
+
+  auto load_chunk = [&](int n) {
+    unsigned char* base = stages + (n % kSt) * L.bytes;
+    const int64_t row0 = rows0 + n * kChunk;
+    for (int x = tid; x < kChunk * a.dk / 4; x += kStateThreads) {
+      cu::cp_async_16(base + L.w + x * 16, a.w + row0 * a.dk + x * 4, true);
+    }
+    constexpr int kPer16 = 16 / int(sizeof(T));
+    const int per_row = a.dk / kPer16, units = kChunk * per_row;
+    for (int x = tid; x < 2 * units; x += kStateThreads) {
+      const int which = x / units, r = x % units, c = r / per_row, piece = r % per_row, t = n * kChunk + c;
+      const bool valid = t < a.t;
+      const int64_t at = ((int64_t(b) * a.t + (valid ? t : 0)) * a.hk + hk) * a.dk + piece * kPer16;
+      cu::cp_async_16(base + (which == 0 ? L.q : L.k) + r * 16, (which == 0 ? a.q : a.k) + at, valid);
+    }
+    const float* p = a.p + (int64_t(bh) * a.chunks + n) * kChunk * kChunk;
+    for (int x = tid; x < kChunk * kChunk / 4; x += kStateThreads) cu::cp_async_16(base + L.p + x * 16, p + x * 4, true);
+    for (int x = tid; x < kChunk * kRows / 4; x += kStateThreads) {
+      const int c = x / (kRows / 4), piece = x % (kRows / 4);
+      cu::cp_async_16(base + L.u + x * 16, a.u + (row0 + c) * a.dv + j0 + piece * 4, true);
+    }
+    for (int x = tid; x < kChunk / 2; x += kStateThreads) {
+      cu::cp_async_16(base + L.decay + x * 16, a.decay + row0 + x * 2, true);
+    }
+    cu::cp_async_commit();
+  };
+
+  // This thread's state elements in the update: row sj, columns sd..sd + 3 (Dk <= 128).
+  const int sj = tid / 32, sd = 4 * (tid % 32);
+  const bool owns = sd < a.dk;
+  float s[4] = {};
+  if (owns) {
+    const S* src = a.state + ((from * a.hv + h) * a.dv + j0 + sj) * a.dk + sd;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[e] = cu::to_acc(src[e]);
+      ssh[sj * lds + sd + e] = s[e];
+    }
+  }
+  // This thread's outputs in the products with S: row j of S (column j of V' and Y), steps
+  // cg + 32 r of the chunk.
+  const int j = tid % 16, cg = tid / 16;
+  if constexpr (kSt == 2) load_chunk(0);
+  for (int n = 0; n < a.chunks; ++n) {
+    if constexpr (kSt == 2) {
+      if (n + 1 < a.chunks) {
+        load_chunk(n + 1); // into the buffer chunk n − 1 used: every thread is done with it
+        cu::cp_async_wait<1>();
+      } else {
+        cu::cp_async_wait<0>();
+      }
+    } else {
+      load_chunk(n);
+      cu::cp_async_wait<0>();
+    }
+    __syncthreads(); // every thread's copies of chunk n and the state rows are visible
+    const unsigned char* base = stages + (n % kSt) * L.bytes;
+    const float* W = reinterpret_cast<const float*>(base + L.w);
+    const T* Q = reinterpret_cast<const T*>(base + L.q);
+    const T* K = reinterpret_cast<const T*>(base + L.k);
+    const float* P = reinterpret_cast<const float*>(base + L.p);
+    const float* U = reinterpret_cast<const float*>(base + L.u);
+    const float2* D = reinterpret_cast<const float2*>(base + L.decay);
+
+    // V' = U − W Sᵀ and Q Sᵀ, one pass over the state's row j.
+    constexpr int R = kStepsPerThread;
+    float va[R], qa[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      va[r] = U[(cg + 32 * r) * kRows + j];
+      qa[r] = 0.f;
+    }
+    for (int d = 0; d < a.dk; d += 4) {
+      const float4 s4 = *reinterpret_cast<const float4*>(ssh + j * lds + d);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int c = cg + 32 * r;
+        const float4 w4 = *reinterpret_cast<const float4*>(W + c * a.dk + d);
+        float q4[4];
+        load4(Q + c * a.dk + d, q4);
+        va[r] = fmaf(-w4.x, s4.x, fmaf(-w4.y, s4.y, fmaf(-w4.z, s4.z, fmaf(-w4.w, s4.w, va[r]))));
+        qa[r] = fmaf(q4[0], s4.x, fmaf(q4[1], s4.y, fmaf(q4[2], s4.z, fmaf(q4[3], s4.w, qa[r]))));
+      }
+    }
+    const float2 last = D[kChunk - 1]; // steps past T add nothing to G: this is the last step's
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int c = cg + 32 * r;
+      const float2 dc = D[c];
+      vp[c * kRows + j] = va[r];
+      vt[c * kRows + j] = va[r] * (last.y * dc.y) * expf(last.x - dc.x);
+      qa[r] *= dc.y * expf(dc.x);
+    }
+    __syncthreads(); // V' complete; every read of the old state done
+
+    // Y = diag(e^G) Q Sᵀ + P V' (P is zero above its diagonal).
+    for (int c2 = 0; c2 < kChunk; c2 += 4) {
+      float v4[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v4[e] = vp[(c2 + e) * kRows + j];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float4 p4 = *reinterpret_cast<const float4*>(P + (cg + 32 * r) * kChunk + c2);
+        qa[r] = fmaf(p4.x, v4[0], fmaf(p4.y, v4[1], fmaf(p4.z, v4[2], fmaf(p4.w, v4[3], qa[r]))));
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int t = n * kChunk + cg + 32 * r;
+      if (t < a.t) a.y[((int64_t(b) * a.t + t) * a.hv + h) * a.dv + j0 + j] = cu::store_as<T>(qa[r]);
+    }
+
+    // S ← e^{G_C} S + (V' e^{G_C − G})ᵀ K.
+    if (owns) {
+      const float keep = last.y * expf(last.x);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] *= keep;
+      for (int c = 0; c < kChunk; ++c) {
+        const float vv = vt[c * kRows + sj];
+        float k4[4];
+        load4(K + c * a.dk + sd, k4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[e] = fmaf(vv, k4[e], s[e]);
+      }
+      *reinterpret_cast<float4*>(ssh + sj * lds + sd) = make_float4(s[0], s[1], s[2], s[3]);
+    }
+    __syncthreads(); // the new state is visible; chunk n's buffer and V' may be overwritten
+  }
+  if (owns) {
+    S* dst = a.states + ((from * a.hv + h) * a.dv + j0 + sj) * a.dk + sd;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dst[e] = cu::store_as<S>(s[e]);
+  }
+}
+
+/// Raises a kernel's dynamic shared memory limit to `bytes` once.
+template <typename Kernel>
+void opt_in_smem(Kernel kernel, size_t bytes) {
+  NUVEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+} // namespace
+
+void gated_delta_chunked(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& g,
+    const array& beta,
+    const array& state,
+    const int32_t* slots,
+    cu::IndexError* err,
+    array& y,
+    array& states) {
+  const int b = q.shape(0), t = q.shape(1), hk = q.shape(2), dk = q.shape(3);
+  const int hv = v.shape(2), dv = v.shape(3);
+  const int chunks = (t + kChunk - 1) / kChunk;
+  const size_t rows = size_t(b) * hv * chunks * kChunk;
+  float* w = static_cast<float*>(cu::scratch(rows * dk * sizeof(float)));
+  float* u = static_cast<float*>(cu::scratch(rows * dv * sizeof(float)));
+  float* p = static_cast<float*>(cu::scratch(size_t(b) * hv * chunks * kChunk * kChunk * sizeof(float)));
+  float2* decay = static_cast<float2*>(cu::scratch(rows * sizeof(float2)));
+  cu::dispatch_device_float_types(q.dtype(), "gated_delta", [&]<typename T>() {
+    cu::dispatch_device_float_types(state.dtype(), "gated_delta", [&]<typename S>() {
+      if constexpr (std::is_same_v<T, double> || std::is_same_v<S, double>) {
+        throw std::invalid_argument("[gated_delta] the GPU kernel does not take float64.");
+      } else {
+        PrepareArgs<T> pa{};
+        pa.q = cu::device_ptr<T>(q);
+        pa.k = cu::device_ptr<T>(k);
+        pa.v = cu::device_ptr<T>(v);
+        pa.g = cu::device_ptr(g);
+        pa.beta = cu::device_ptr(beta);
+        pa.gate_type = gate_type(g.dtype());
+        pa.beta_type = gate_type(beta.dtype());
+        pa.w = w;
+        pa.u = u;
+        pa.p = p;
+        pa.decay = decay;
+        pa.b = b;
+        pa.t = t;
+        pa.hk = hk;
+        pa.dk = dk;
+        pa.hv = hv;
+        pa.dv = dv;
+        pa.chunks = chunks;
+        static const bool prepare_opted = (opt_in_smem(gated_delta_prepare_kernel<T>, prepare_smem_bytes(128)), true);
+        (void)prepare_opted;
+        const dim3 prepare_grid(static_cast<unsigned>(chunks), static_cast<unsigned>(b * hv));
+        gated_delta_prepare_kernel<T><<<prepare_grid, kThreads, prepare_smem_bytes(dk), cu::stream()>>>(pa);
+        cu::check_launch("gated_delta_prepare_kernel");
+
+        StateArgs<T, S> sa{};
+        sa.q = pa.q;
+        sa.k = pa.k;
+        sa.w = w;
+        sa.u = u;
+        sa.p = p;
+        sa.decay = decay;
+        sa.state = cu::device_ptr<S>(state);
+        sa.states = static_cast<S*>(cu::device_ptr(states));
+        sa.y = static_cast<T*>(cu::device_ptr(y));
+        sa.slots = slots;
+        sa.err = err;
+        sa.b = b;
+        sa.t = t;
+        sa.hk = hk;
+        sa.dk = dk;
+        sa.hv = hv;
+        sa.dv = dv;
+        sa.chunks = chunks;
+        sa.pool = state.shape(0);
+        static const bool state_opted =
+            (opt_in_smem(gated_delta_state_kernel<T, S>, state_smem_bytes<T>(128)), true);
+        (void)state_opted;
+        const dim3 state_grid(static_cast<unsigned>(dv / kRows), static_cast<unsigned>(b * hv));
+        gated_delta_state_kernel<T, S><<<state_grid, kStateThreads, state_smem_bytes<T>(dk), cu::stream()>>>(
+            sa, stage_layout(dk, sizeof(T)));
+        cu::check_launch("gated_delta_state_kernel");
+      }
+    });
+  });
+}
+
+} // namespace nuvec
