@@ -277,7 +277,9 @@ std::pair<array, array> causal_conv1d_step(
 ///   S ← g_t · S;   S ← S + k_t (β_t (v_t − S k_t))ᵀ;   y_t = S q_t,
 /// per batch b and value head h, with S the [Dv, Dk] state of (b, h) and k_t, q_t the vectors of
 /// key head h / (Hv / Hk) (each key head serves Hv / Hk consecutive value heads). g is the
-/// multiplicative decay in (0, 1] (transformers' Qwen3-Next passes a log-decay: pass its exp).
+/// multiplicative decay, in (0, 1] in the models (transformers' Qwen3-Next passes a log-decay:
+/// pass its exp); any real value is taken (0 resets the state; the GPU's chunked kernel takes a
+/// decay below e^-80 in magnitude as e^-80, with its sign).
 /// Shapes: q, k [B, T, Hk, Dk]; v [B, T, Hv, Dv] with Hv a multiple of Hk; g, beta [B, T, Hv];
 /// state [B, Hv, Dv, Dk]. Returns {y [B, T, Hv, Dv] in q's dtype, the final state in state's
 /// dtype}. The recurrence runs in float32 (float64 when an input is float64) whatever the
@@ -286,7 +288,10 @@ std::pair<array, array> causal_conv1d_step(
 /// [B, Hv, Dv, Dk]). Kernels: one GatedDelta node where q, k and v share a dtype; the CPU runs
 /// the recurrence over the thread pool (one task per (b, h), the state in cache), the GPU one
 /// pass over T with each state row in registers (Dk a multiple of 8 up to 256, not float64;
-/// elsewhere the fallback). Rules (vjp, jvp) from the fallback graph (the recurrence step by
+/// elsewhere the fallback), and from T = 64 on (Dk a multiple of 8 up to 128, Dv a multiple of
+/// 16) the chunked form: the WY representation of 64 steps at a time (Yang et al.,
+/// flash-linear-attention's chunk_gated_delta_rule) built for all chunks in parallel, then one
+/// pass over the chunks carrying the state, in float32. Rules (vjp, jvp) from the fallback graph (the recurrence step by
 /// step from ordinary ops, mlx-lm's gated_delta_ops); vmap folds the batch into B.
 /// nuvec's own (shared/seeds/001).
 std::pair<array, array> gated_delta(
@@ -299,7 +304,8 @@ std::pair<array, array> gated_delta(
     StreamOrDevice s = {});
 
 /// gated_delta with every step's state: returns {y [B, T, Hv, Dv], states [B, T, Hv, Dv, Dk]}
-/// (states[:, t] is the state after step t, in state's dtype). Same checks, kernels and rules.
+/// (states[:, t] is the state after step t, in state's dtype). Same checks and rules; on the GPU
+/// always the recurrent kernel (it writes every step's state anyway).
 std::pair<array, array> gated_delta_steps(
     const array& q,
     const array& k,

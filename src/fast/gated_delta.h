@@ -26,7 +26,8 @@ enum class GatedDeltaMode {
 /// the fallback's S ← gS; S ← S + k(β(v − Sk))ᵀ; y = Sq with y computed from the old row
 /// (one reduction per step instead of two), in float32 (float64 when an input is float64).
 /// Kernels: the CPU's one task per (b, h) over the thread pool; the GPU's one pass over T with
-/// a group of lanes per state row (8 elements each) in registers. Rules (vjp, jvp) from the
+/// a group of lanes per state row (8 elements each) in registers, or from T = 64 on (not the
+/// steps mode) the chunked WY form (src/backend/cuda/fast/gated_delta_chunked.cu). Rules (vjp, jvp) from the
 /// fallback; vmap folds the batch axis into B (the slots mode batches its fallback).
 class GatedDelta : public fast::FastPrimitive {
  public:
