@@ -9,6 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
   zlib1g-dev libjemalloc-dev dataset-fashion-mnist gnuplot-nox doctest-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

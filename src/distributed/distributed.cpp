@@ -1,11 +1,15 @@
-// nuvec: the single-process group and the collectives over it (MLX's distributed API; with
-// one process every reduction is the identity, MLX's own shortcut for groups of size 1).
+// nuvec: groups and init (MLX's distributed API). The global group is MPI's world when the
+// process was started by mpirun and nuvec was built with MPI (src/distributed/mpi/), else the
+// single-process group, over which every collective is a copy (the ops short-circuit it: MLX's
+// shortcut for groups of size 1). The ops are in ops.cpp, the primitives in primitives.cpp.
 #include "nuvec/distributed/distributed.h"
 
+#include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
-#include "nuvec/distributed/ops.h"
+#include "distributed/mpi/mpi.h"
 
 namespace nuvec::distributed {
 
@@ -15,30 +19,25 @@ class SingleProcessGroup : public detail::GroupImpl {
  public:
   int rank() override { return 0; }
   int size() override { return 1; }
-  std::shared_ptr<GroupImpl> split(int, int) override {
-    return std::make_shared<SingleProcessGroup>();
+  const char* backend() const override { return "single"; }
+  std::shared_ptr<GroupImpl> split(int, int) override { return std::make_shared<SingleProcessGroup>(); }
+  void all_reduce(const array& in, array& out, detail::ReduceOp) override { copy(in, out); }
+  void all_gather(const array& in, array& out) override { copy(in, out); }
+  void sum_scatter(const array& in, array& out) override { copy(in, out); }
+  void send(const array&, int) override { no_peer("send"); }
+  void recv(array&, int) override { no_peer("recv"); }
+
+ private:
+  static void copy(const array& in, array& out) {
+    if (in.nbytes() > 0) std::memcpy(out.data<char>(), in.data<char>(), in.nbytes());
+  }
+  [[noreturn]] static void no_peer(const char* op) {
+    throw std::invalid_argument(std::string("[") + op + "] a group of one process has no peer to exchange with.");
   }
 };
 
 bool is_known_backend(const std::string& b) {
   return b == "any" || b == "mpi" || b == "ring" || b == "nccl" || b == "jaccl";
-}
-
-// The group an op runs over, checked: only groups of one process can be served today.
-Group resolve(const std::optional<Group>& group, const char* op) {
-  Group g = group.value_or(init());
-  if (g.size() != 1) {
-    throw std::invalid_argument(
-        std::string("[") + op + "] groups of more than one process need a communication "
-        "backend, which nuvec does not ship yet; got a group of size " +
-        std::to_string(g.size()) + ".");
-  }
-  return g;
-}
-
-[[noreturn]] void no_peer(const char* op) {
-  throw std::invalid_argument(
-      std::string("[") + op + "] a group of one process has no peer to exchange with.");
 }
 
 } // namespace
@@ -51,7 +50,9 @@ bool is_available(const std::string& backend) {
   if (!is_known_backend(backend)) {
     throw std::invalid_argument("[distributed::is_available] unknown backend \"" + backend + "\".");
   }
-  return backend == "any";
+  if (backend == "any") return true;
+  if (backend == "mpi") return mpi::is_available();
+  return false;
 }
 
 Group Group::split(int color, int key) const {
@@ -62,46 +63,25 @@ Group init(bool strict, const std::string& backend) {
   if (!is_known_backend(backend)) {
     throw std::invalid_argument("[distributed::init] unknown backend \"" + backend + "\".");
   }
-  if (strict) {
-    throw std::runtime_error(
-        "[distributed::init] no multi-process backend (" + backend +
-        ") is available; nuvec runs every process as its own group of size 1.");
+  static std::mutex m;
+  static std::shared_ptr<detail::GroupImpl> global;
+  std::lock_guard<std::mutex> lock(m);
+  if (global && (std::string(global->backend()) != "single" || !strict)) return Group(global);
+  std::shared_ptr<detail::GroupImpl> g;
+  if (backend == "any" || backend == "mpi") g = mpi::init();
+  if (!g) {
+    if (strict) {
+      throw std::runtime_error(
+          "[distributed::init] the " + backend + " backend is not available (" +
+          (backend == "any" || backend == "mpi"
+               ? std::string("MPI needs a build with MPI and a process started by mpirun")
+               : std::string("nuvec does not ship it yet")) +
+          ").");
+    }
+    g = std::make_shared<SingleProcessGroup>();
   }
-  static Group global(std::make_shared<SingleProcessGroup>());
-  return global;
-}
-
-array all_sum(const array& x, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "all_sum");
-  return x;
-}
-array all_max(const array& x, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "all_max");
-  return x;
-}
-array all_min(const array& x, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "all_min");
-  return x;
-}
-array all_gather(const array& x, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "all_gather");
-  return x;
-}
-array sum_scatter(const array& x, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "sum_scatter");
-  return x;
-}
-array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "send");
-  no_peer("send");
-}
-array recv(Shape shape, Dtype dtype, int src, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "recv");
-  no_peer("recv");
-}
-array recv_like(const array& x, int src, std::optional<Group> group, StreamOrDevice s) {
-  resolve(group, "recv_like");
-  no_peer("recv_like");
+  global = g;
+  return Group(global);
 }
 
 } // namespace nuvec::distributed

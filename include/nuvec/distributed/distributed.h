@@ -1,28 +1,56 @@
 // nuvec: process groups for collective communication (MLX's distributed/distributed.h).
-// Today only the single-process group exists: every process is its own group of size 1, so
-// code written for MLX's distributed API runs unchanged on one machine (MLX does the same
-// when no backend is configured). Multi-process backends (MPI, NCCL) are a later issue.
+// Backends: "mpi" (Open MPI, for CPU arrays; GPU arrays go through host copies until the
+// NCCL backend lands) when the process was started by mpirun and nuvec was built with MPI;
+// otherwise every process is its own group of size 1, so code written for MLX's
+// distributed API runs unchanged on one machine (MLX does the same when no backend is
+// configured). Implemented in src/distributed/ (groups, ops, primitives) and
+// src/distributed/mpi/ (the MPI backend).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "nuvec/array.h"
+
 namespace nuvec::distributed {
 
 namespace detail {
-/// A backend's view of a group (rank, size, how to split it).
+
+/// How all_reduce combines the processes' elements.
+enum class ReduceOp { sum, max, min };
+
+/// A backend's view of a group: its ranks, how to split it, and the collectives over it.
+/// The collectives take evaluated host arrays: `in` row-contiguous, `out` with its buffer
+/// allocated row-contiguous by the caller; every process of the group must call the same
+/// collectives in the same order (the primitives run on one stream, whose worker runs them
+/// in graph order). A backend checks that the processes agree on dtypes and shapes and
+/// throws std::invalid_argument naming the op when they do not.
 class GroupImpl {
  public:
   virtual ~GroupImpl() = default;
   virtual int rank() = 0;
   virtual int size() = 0;
   virtual std::shared_ptr<GroupImpl> split(int color, int key) = 0;
+  /// The backend's name: "single" or "mpi".
+  virtual const char* backend() const = 0;
+  /// out = the element-wise op over every process's `in` (same shape and dtype).
+  virtual void all_reduce(const array& in, array& out, ReduceOp op) = 0;
+  /// out = every process's `in` concatenated along axis 0 in rank order.
+  virtual void all_gather(const array& in, array& out) = 0;
+  /// out = rows [r n / size, (r + 1) n / size) of the sum of every process's `in`.
+  virtual void sum_scatter(const array& in, array& out) = 0;
+  /// Sends `in` to rank dst of the group; recv fills `out` from rank src (whose send must
+  /// have out's shape and dtype).
+  virtual void send(const array& in, int dst) = 0;
+  virtual void recv(array& out, int src) = 0;
 };
+
 } // namespace detail
 
-/// Whether a communication backend can be initialised: true, since the single-process
-/// group always can. `backend` "any" asks for any; "mpi", "ring", "nccl" and "jaccl" are
-/// reported unavailable until nuvec ships them.
+/// Whether a communication backend can be initialised. "any" is always available (the
+/// single-process group at least); "mpi" when nuvec was built with MPI and this process was
+/// started by mpirun; "ring", "nccl" and "jaccl" are reported unavailable until nuvec ships
+/// them. Throws std::invalid_argument for an unknown backend name.
 bool is_available();
 bool is_available(const std::string& backend);
 
@@ -32,6 +60,7 @@ struct Group {
   int rank() const { return group_->rank(); }
   int size() const { return group_->size(); }
   /// The processes of this group with the same color, ordered by key (rank when key < 0).
+  /// Every process of the group must call it (a collective, as MPI_Comm_split).
   Group split(int color, int key = -1) const;
   const std::shared_ptr<detail::GroupImpl>& raw_group() const { return group_; }
 
@@ -39,9 +68,12 @@ struct Group {
   std::shared_ptr<detail::GroupImpl> group_;
 };
 
-/// The global group: the single-process group (rank 0 of 1). Throws std::runtime_error when
-/// `strict` asks for a real multi-process backend (none is configured), or
-/// std::invalid_argument for an unknown backend name. Source: MLX distributed::init.
+/// The global group. backend "any": MPI's world when nuvec was built with MPI and the
+/// process was started by mpirun, else the single-process group (rank 0 of 1); "mpi": MPI's
+/// world. The first successful call fixes the global group; later calls return it. Throws
+/// std::runtime_error when `strict` asks for a backend that is not available (for "any": when
+/// no multi-process backend is), or std::invalid_argument for an unknown backend name.
+/// Source: MLX distributed::init.
 Group init(bool strict = false, const std::string& backend = "any");
 
 } // namespace nuvec::distributed
