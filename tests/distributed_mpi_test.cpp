@@ -9,9 +9,12 @@
 // on one process.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nuvec/nuvec.h"
@@ -279,4 +282,17 @@ TEST(DistributedMpi, TensorParallelMlpMatchesOneProcess) {
   EXPECT_NEAR(ls.item<double>(), lf.item<double>(), 1e-9 * std::abs(lf.item<double>()));
   expect_allclose(gs[0], slice(gf[0], {0, r * k}, {d, (r + 1) * k}), 1e-9, 1e-12);
   expect_allclose(gs[1], slice(gf[1], {r * k, 0}, {(r + 1) * k, d}), 1e-9, 1e-12);
+}
+
+// A process that never joins a collective: the others abort the job after
+// NUVEC_DISTRIBUTED_TIMEOUT seconds with a message instead of hanging. Run only by the CTest
+// entry DistributedMpi.TimeoutAborts (which sets NUVEC_TEST_EXPECT_ABORT and expects the
+// message and a failed job).
+TEST(DistributedMpi, AMissingProcessAbortsTheJob) {
+  NEED_PROCESSES();
+  if (std::getenv("NUVEC_TEST_EXPECT_ABORT") == nullptr) GTEST_SKIP() << "run by DistributedMpi.TimeoutAborts";
+  auto g = world();
+  if (g.rank() == 0) eval(dist::all_sum(array(1.0f))); // rank 1 never comes
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  ADD_FAILURE() << "the job was not aborted";
 }

@@ -1,5 +1,5 @@
 // nuvec: the MPI backend (Open MPI): a group is an MPI communicator, the collectives are
-// MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Send and MPI_Recv on host
+// MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Isend and MPI_Irecv on host
 // buffers. Before every collective the processes exchange a signature (op, dtype, shape) with
 // one small MPI_Allgather and raise std::invalid_argument on every process when they disagree,
 // instead of reducing mismatched buffers or hanging in a transfer of the wrong size; a send
@@ -8,19 +8,26 @@
 // combine, as a tree of float16 additions would); float maxima and minima propagate NaN
 // (NumPy's maximum/minimum; MPI leaves NaN unspecified); bool reduces as or (sum, max) and
 // and (min). MPI is started with MPI_THREAD_MULTIPLE since the collectives run on a stream's
-// worker thread, not the thread that called init.
+// worker thread, not the thread that called init. Every transfer is non-blocking and waited on
+// with a deadline (NUVEC_DISTRIBUTED_TIMEOUT seconds, default 600; 0 waits forever): a process
+// that died, hangs or called other collectives makes the others abort the job with a message
+// naming the op and the rank after that time, instead of hanging silently (a pending MPI
+// collective cannot be cancelled, so aborting is the only clean way out).
 // The C interface only (Open MPI's C++ bindings are deprecated and warn under -Wextra).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distributed/mpi/mpi.h"
@@ -181,6 +188,42 @@ std::string describe(const Signature& s) {
       shape_str(s.dims, static_cast<int>(std::min<int64_t>(s.ndim, kMaxAxes)));
 }
 
+// NUVEC_DISTRIBUTED_TIMEOUT in seconds (default 600; 0 or negative: no deadline).
+double timeout_seconds() {
+  static const double t = [] {
+    const char* v = std::getenv("NUVEC_DISTRIBUTED_TIMEOUT");
+    return v != nullptr ? std::atof(v) : 600.0;
+  }();
+  return t;
+}
+
+// Waits for `req`: polls (sleeping from the thousandth poll on, up to a millisecond) until it
+// completes or the deadline passes, then aborts the job with a message naming op and rank.
+void wait(MPI_Request& req, MPI_Comm comm, const char* op) {
+  const double limit = timeout_seconds();
+  if (limit <= 0) {
+    check(MPI_Wait(&req, MPI_STATUS_IGNORE), op);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), op);
+    if (done) return;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > limit) {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      std::fprintf(stderr,
+          "[%s] rank %d: no answer from the group after %.0f s (NUVEC_DISTRIBUTED_TIMEOUT): a process failed, "
+          "hangs or called other collectives; aborting the job.\n", op, rank, waited);
+      std::fflush(stderr);
+      MPI_Abort(comm, 3);
+    }
+    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 10000 ? 1000 : 50));
+  }
+}
+
 // Index of a signature's op in the messages.
 const char* const kOpNames[] = {"all_sum", "all_max", "all_min", "all_gather", "sum_scatter", "send"};
 
@@ -214,38 +257,52 @@ class MpiGroup : public detail::GroupImpl {
     }
     std::memcpy(out.data<char>(), in.data<char>(), in.nbytes());
     if (in.size() == 0) return;
+    MPI_Request req;
     check(
-        MPI_Allreduce(MPI_IN_PLACE, out.data<void>(), count(in.size()), mpi_type(in.dtype()), mpi_op(in.dtype(), op), comm_),
-        "MPI_Allreduce");
+        MPI_Iallreduce(MPI_IN_PLACE, out.data<void>(), count(in.size()), mpi_type(in.dtype()), mpi_op(in.dtype(), op),
+                       comm_, &req),
+        "MPI_Iallreduce");
+    wait(req, comm_, kOpNames[code]);
   }
 
   void all_gather(const array& in, array& out) override {
     agree(3, in);
     if (in.size() == 0) return;
+    MPI_Request req;
     check(
-        MPI_Allgather(in.data<void>(), count(in.size()), mpi_type(in.dtype()), out.data<void>(), count(in.size()),
-                      mpi_type(in.dtype()), comm_),
-        "MPI_Allgather");
+        MPI_Iallgather(in.data<void>(), count(in.size()), mpi_type(in.dtype()), out.data<void>(), count(in.size()),
+                       mpi_type(in.dtype()), comm_, &req),
+        "MPI_Iallgather");
+    wait(req, comm_, "all_gather");
   }
 
   void sum_scatter(const array& in, array& out) override {
     agree(4, in);
     if (out.size() == 0) return;
+    MPI_Request req;
     check(
-        MPI_Reduce_scatter_block(in.data<void>(), out.data<void>(), count(out.size()), mpi_type(in.dtype()),
-                                 mpi_op(in.dtype(), detail::ReduceOp::sum), comm_),
-        "MPI_Reduce_scatter_block");
+        MPI_Ireduce_scatter_block(in.data<void>(), out.data<void>(), count(out.size()), mpi_type(in.dtype()),
+                                  mpi_op(in.dtype(), detail::ReduceOp::sum), comm_, &req),
+        "MPI_Ireduce_scatter_block");
+    wait(req, comm_, "sum_scatter");
   }
 
   void send(const array& in, int dst) override {
     const Signature s = signature(5, in);
-    check(MPI_Send(&s, sizeof(s), MPI_BYTE, dst, kHeaderTag, comm_), "MPI_Send");
-    if (in.nbytes() > 0) check(MPI_Send(in.data<void>(), count(in.size()), mpi_type(in.dtype()), dst, kDataTag, comm_), "MPI_Send");
+    MPI_Request req;
+    check(MPI_Isend(&s, sizeof(s), MPI_BYTE, dst, kHeaderTag, comm_, &req), "MPI_Isend");
+    wait(req, comm_, "send");
+    if (in.nbytes() > 0) {
+      check(MPI_Isend(in.data<void>(), count(in.size()), mpi_type(in.dtype()), dst, kDataTag, comm_, &req), "MPI_Isend");
+      wait(req, comm_, "send");
+    }
   }
 
   void recv(array& out, int src) override {
     Signature theirs{};
-    check(MPI_Recv(&theirs, sizeof(theirs), MPI_BYTE, src, kHeaderTag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+    MPI_Request req;
+    check(MPI_Irecv(&theirs, sizeof(theirs), MPI_BYTE, src, kHeaderTag, comm_, &req), "MPI_Irecv");
+    wait(req, comm_, "recv");
     const Signature ours = signature(5, out);
     const bool same = std::memcmp(&theirs, &ours, sizeof(ours)) == 0;
     // The payload is taken off the wire whatever it is, so the next transfer stays aligned.
@@ -254,7 +311,8 @@ class MpiGroup : public detail::GroupImpl {
     bytes *= size_of(dtype_of(theirs.dtype));
     if (same) {
       if (out.nbytes() > 0) {
-        check(MPI_Recv(out.data<void>(), count(out.size()), mpi_type(out.dtype()), src, kDataTag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+        check(MPI_Irecv(out.data<void>(), count(out.size()), mpi_type(out.dtype()), src, kDataTag, comm_, &req), "MPI_Irecv");
+        wait(req, comm_, "recv");
       }
       return;
     }
@@ -285,7 +343,9 @@ class MpiGroup : public detail::GroupImpl {
   void agree(int code, const array& x) {
     const Signature mine = signature(code, x);
     std::vector<Signature> all(size_);
-    check(MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE, comm_), "MPI_Allgather");
+    MPI_Request req;
+    check(MPI_Iallgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE, comm_, &req), "MPI_Iallgather");
+    wait(req, comm_, kOpNames[code]);
     for (int r = 0; r < size_; ++r) {
       if (std::memcmp(&all[r], &all[0], sizeof(mine)) == 0) continue;
       if (all[r].op != all[0].op) {
