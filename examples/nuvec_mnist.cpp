@@ -2,7 +2,8 @@
 // or IDX files in --data DIR) with Adam on shuffled mini-batches; prints test accuracy after
 // every epoch, saves weights and optimizer state (resumable), writes the learning curve as CSV
 // and, through gnuplot, as PNG; --quantize BITS also reports the accuracy of the model with its
-// Linear layers quantized (nn::quantize). `nuvec-mnist --help` lists the flags.
+// Linear layers quantized (nn::quantize); --distributed trains data-parallel over the processes
+// of an mpirun (`mpirun -np 2 nuvec-mnist --distributed`). `nuvec-mnist --help` lists the flags.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,9 +17,11 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "nuvec/io.h"
@@ -57,6 +60,7 @@ struct Options {
   bool plot = true;
   int progress = -1; // -1: when stdout is a terminal
   int quantize_bits = 0; // 0: no quantized evaluation
+  bool distributed = false;
 };
 
 // Per-model defaults, measured to pass the targets (MLP >= 88%, CNN >= 90% test accuracy)
@@ -94,6 +98,10 @@ void print_usage(std::ostream& os) {
         "                       layers quantized (nn::quantize: affine, group 64, BITS 2-6 or 8;\n"
         "                       layers whose input size is not a multiple of 64 stay float32)\n"
         "  --progress / --no-progress   force the progress bar on or off\n"
+        "  --distributed        data-parallel over the processes of an mpirun (mpirun -np 2\n"
+        "                       nuvec-mnist --distributed): each takes its share of every\n"
+        "                       batch, gradients are averaged (nn::average_gradients), so the\n"
+        "                       updates are the single-process ones; rank 0 prints and saves\n"
         "  --help               this text\n";
 }
 
@@ -161,6 +169,8 @@ Options parse_args(int argc, char** argv) {
       if (o.quantize_bits == 7) usage_error("--quantize must be 2, 3, 4, 5, 6 or 8 bits; got 7");
     } else if (flag == "--no-plot") {
       o.plot = false;
+    } else if (flag == "--distributed") {
+      o.distributed = true;
     } else if (flag == "--progress") {
       o.progress = 1;
     } else if (flag == "--no-progress") {
@@ -420,7 +430,7 @@ void draw_progress(int epoch, int epochs, int done, int total, double loss, doub
             << " images/s   " << std::defaultfloat << std::flush;
 }
 
-int run(const Options& opt) {
+int run(Options opt) {
   if (opt.device == "gpu") {
     if (!nx::is_available(nx::Device(nx::Device::gpu))) {
       std::cerr << "nuvec-mnist: --device gpu: no GPU is available (no CUDA device was found, "
@@ -457,6 +467,23 @@ int run(const Options& opt) {
   const bool image_shaped = opt.model == "cnn";
   const int steps_per_epoch = (train.n + opt.batch_size - 1) / opt.batch_size;
   const int64_t total_steps = static_cast<int64_t>(steps_per_epoch) * opt.epochs;
+
+  // Data parallel: every process builds the same model (same seed) and takes its share of
+  // each batch; the gradients are averaged, so every process applies the single-process
+  // update. Only rank 0 prints and writes files.
+  std::optional<nx::distributed::Group> group;
+  int rank = 0, world = 1;
+  if (opt.distributed) {
+    group = nx::distributed::init(/*strict=*/true);
+    rank = group->rank();
+    world = group->size();
+  }
+  const bool leader = rank == 0;
+  if (!leader) {
+    std::cout.setstate(std::ios_base::badbit); // the other ranks stay quiet
+    opt.progress = 0;
+    opt.plot = false;
+  }
 
   nn::seed(opt.seed);
   auto model = make_model(opt.model);
@@ -495,7 +522,9 @@ int run(const Options& opt) {
   for (const auto& [name, p] : model->parameters()) nparams += static_cast<int64_t>(p.size());
   std::cout << "nuvec-mnist: " << opt.model << " (" << nparams << " parameters), Adam lr "
             << opt.lr << " (" << opt.schedule << "), batch " << opt.batch_size << ", "
-            << opt.epochs << " epochs, seed " << opt.seed << ", device " << opt.device << "\n"
+            << opt.epochs << " epochs, seed " << opt.seed << ", device " << opt.device
+            << (opt.distributed ? ", data-parallel over " + std::to_string(world) + " processes" : std::string())
+            << "\n"
             << "data: " << opt.data << " (" << train.n << " train, " << test.n << " test images)\n";
   if (first_epoch > opt.epochs) {
     const double acc = evaluate(*model, test, image_shaped);
@@ -526,8 +555,26 @@ int run(const Options& opt) {
     for (int step = 0; step < steps_per_epoch; ++step) {
       const int start = step * opt.batch_size;
       const int count = std::min(opt.batch_size, train.n - start);
-      auto [x, y] = make_batch(train, &order[start], count, image_shaped);
-      auto [loss, grads] = loss_and_grad({x, y});
+      // This process's rows of the batch (all of it without --distributed).
+      const int lo = start + static_cast<int>(int64_t(count) * rank / world);
+      const int hi = start + static_cast<int>(int64_t(count) * (rank + 1) / world);
+      nx::array loss = nx::array(0.0f);
+      nn::ParamMap grads;
+      if (hi > lo) {
+        auto [x, y] = make_batch(train, &order[lo], hi - lo, image_shaped);
+        std::tie(loss, grads) = loss_and_grad({x, y});
+      } else {
+        for (const auto& [name, p] : model->trainable_parameters()) grads.emplace(name, nx::zeros_like(p));
+      }
+      if (opt.distributed) {
+        // Each share's mean weighted by its rows: the average over processes is the batch mean.
+        const float share = static_cast<float>(hi - lo) * world / count;
+        if (share != 1.0f) {
+          for (auto& [name, g] : grads) g = g * share;
+        }
+        grads = nn::average_gradients(grads, group);
+        loss = nx::distributed::all_sum(loss * static_cast<float>(hi - lo), group) / static_cast<float>(count);
+      }
       adam.update(*model, grads);
       std::vector<nx::array> outs = nn::tree_leaves(model->parameters());
       auto state = adam.state_arrays();
@@ -554,9 +601,11 @@ int run(const Options& opt) {
               << std::endl;
 
     // Saved after every epoch, so an interrupted run resumes from its last finished epoch.
-    model->save_weights(weights_file);
-    adam.save_state(state_file);
-    write_csv(csv_file, history);
+    if (leader) {
+      model->save_weights(weights_file);
+      adam.save_state(state_file);
+      write_csv(csv_file, history);
+    }
   }
   std::cout << "weights: " << weights_file << "\noptimizer state: " << state_file
             << "\nlearning curve: " << csv_file << "\n";
