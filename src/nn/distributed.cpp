@@ -144,38 +144,56 @@ std::function<array(const array&)> sum_gradients(std::optional<distributed::Grou
 }
 
 // ---------------------------------------------------------------------------------------
-// AllToShardedLinear
+// ShardedLinear, AllToShardedLinear
+
+ShardedLinear::ShardedLinear(
+    const char* op,
+    int input_dims,
+    int output_dims,
+    bool bias,
+    std::optional<distributed::Group> group,
+    bool split_output)
+    : group_(resolve(group)), input_dims_(input_dims), output_dims_(output_dims), split_output_(split_output) {
+  check_positive(op, "input_dims", input_dims);
+  check_positive(op, "output_dims", output_dims);
+  const int n = group_.size();
+  check_divisible(op, split_output ? "output_dims" : "input_dims", split_output ? output_dims : input_dims, n);
+  // MLX: scale = math.sqrt(1.0 / input_dims) (the full input_dims); the local weight, then the
+  // local bias.
+  const double scale = std::sqrt(1.0 / static_cast<double>(input_dims));
+  const int rows = split_output ? output_dims / n : output_dims, cols = split_output ? input_dims : input_dims / n;
+  register_parameter("weight", init::uniform({rows, cols}, -scale, scale));
+  if (bias) register_parameter("bias", init::uniform({rows}, -scale, scale));
+}
+
+void ShardedLinear::take_shard(const Linear& linear) {
+  const ParamMap params = linear.parameters();
+  const array& w = params.at("weight");
+  const auto bias = params.find("bias");
+  const int r = group_.rank(), n = group_.size();
+  if (split_output_) {
+    const int rows = w.shape(0) / n;
+    set_param("weight", contiguous(slice(w, {r * rows, 0}, {(r + 1) * rows, w.shape(1)})));
+    if (bias != params.end()) set_param("bias", contiguous(slice(bias->second, {r * rows}, {(r + 1) * rows})));
+  } else {
+    const int cols = w.shape(1) / n;
+    set_param("weight", contiguous(slice(w, {0, r * cols}, {w.shape(0), (r + 1) * cols})));
+    if (bias != params.end()) set_param("bias", bias->second);
+  }
+}
 
 AllToShardedLinear::AllToShardedLinear(
     int input_dims,
     int output_dims,
     bool bias,
     std::optional<distributed::Group> group)
-    : group_(resolve(group)), input_dims_(input_dims), output_dims_(output_dims) {
-  const char* op = "nn.AllToShardedLinear";
-  check_positive(op, "input_dims", input_dims);
-  check_positive(op, "output_dims", output_dims);
-  const int n = group_.size();
-  check_divisible(op, "output_dims", output_dims, n);
-  // MLX: scale = math.sqrt(1.0 / input_dims); the local weight, then the local bias.
-  const double scale = std::sqrt(1.0 / static_cast<double>(input_dims));
-  register_parameter("weight", init::uniform({output_dims / n, input_dims}, -scale, scale));
-  if (bias) register_parameter("bias", init::uniform({output_dims / n}, -scale, scale));
-  sum_gradients_ = sum_gradients(group_);
-}
+    : ShardedLinear("nn.AllToShardedLinear", input_dims, output_dims, bias, std::move(group), /*split_output=*/true),
+      sum_gradients_(sum_gradients(group_)) {}
 
 std::shared_ptr<AllToShardedLinear> AllToShardedLinear::from_linear(
     const Linear& linear,
     std::optional<distributed::Group> group) {
-  const distributed::Group g = resolve(group);
-  const ParamMap params = linear.parameters();
-  const array& w = params.at("weight");
-  auto bias = params.find("bias");
-  auto layer = std::make_shared<AllToShardedLinear>(w.shape(1), w.shape(0), bias != params.end(), g);
-  const int rows = w.shape(0) / g.size(), r = g.rank();
-  layer->set_param("weight", contiguous(slice(w, {r * rows, 0}, {(r + 1) * rows, w.shape(1)})));
-  if (bias != params.end()) layer->set_param("bias", contiguous(slice(bias->second, {r * rows}, {(r + 1) * rows})));
-  return layer;
+  return shard_of<AllToShardedLinear>(linear, std::move(group));
 }
 
 array AllToShardedLinear::forward(const array& x) {
@@ -192,29 +210,12 @@ ShardedToAllLinear::ShardedToAllLinear(
     int output_dims,
     bool bias,
     std::optional<distributed::Group> group)
-    : group_(resolve(group)), input_dims_(input_dims), output_dims_(output_dims) {
-  const char* op = "nn.ShardedToAllLinear";
-  check_positive(op, "input_dims", input_dims);
-  check_positive(op, "output_dims", output_dims);
-  const int n = group_.size();
-  check_divisible(op, "input_dims", input_dims, n);
-  const double scale = std::sqrt(1.0 / static_cast<double>(input_dims));
-  register_parameter("weight", init::uniform({output_dims, input_dims / n}, -scale, scale));
-  if (bias) register_parameter("bias", init::uniform({output_dims}, -scale, scale));
-}
+    : ShardedLinear("nn.ShardedToAllLinear", input_dims, output_dims, bias, std::move(group), /*split_output=*/false) {}
 
 std::shared_ptr<ShardedToAllLinear> ShardedToAllLinear::from_linear(
     const Linear& linear,
     std::optional<distributed::Group> group) {
-  const distributed::Group g = resolve(group);
-  const ParamMap params = linear.parameters();
-  const array& w = params.at("weight");
-  auto bias = params.find("bias");
-  auto layer = std::make_shared<ShardedToAllLinear>(w.shape(1), w.shape(0), bias != params.end(), g);
-  const int cols = w.shape(1) / g.size(), r = g.rank();
-  layer->set_param("weight", contiguous(slice(w, {0, r * cols}, {w.shape(0), (r + 1) * cols})));
-  if (bias != params.end()) layer->set_param("bias", bias->second);
-  return layer;
+  return shard_of<ShardedToAllLinear>(linear, std::move(group));
 }
 
 array ShardedToAllLinear::forward(const array& x) {

@@ -62,6 +62,47 @@ ParamMap average_gradients(
 /// custom_vjp (transforms.h). Source: MLX sum_gradients (python/mlx/nn/layers/distributed.py).
 std::function<array(const array&)> sum_gradients(std::optional<distributed::Group> group = std::nullopt);
 
+/// What the two tensor-parallel Linear layers share: the group their features are split
+/// over, the full (unsharded) sizes, and their construction: dims checked under the layer's
+/// name (positive; the split one divisible by N), the local weight then the local bias drawn
+/// as Linear's, float32 uniform(-1/sqrt(input_dims), 1/sqrt(input_dims)) with the full
+/// input_dims (every process draws the same values).
+class ShardedLinear : public Module {
+ public:
+  /// The full (unsharded) input and output sizes.
+  int input_dims() const { return input_dims_; }
+  int output_dims() const { return output_dims_; }
+  /// The group the features are split over.
+  const distributed::Group& group() const { return group_; }
+
+ protected:
+  /// split_output: the output features are split (weight rows, bias sliced) rather than the
+  /// input features (weight columns, bias whole).
+  ShardedLinear(
+      const char* op,
+      int input_dims,
+      int output_dims,
+      bool bias,
+      std::optional<distributed::Group> group,
+      bool split_output);
+  /// Replaces the weight and bias by this process's slices of linear's (copied, contiguous).
+  void take_shard(const Linear& linear);
+  /// A Layer holding this process's shard of `linear`: Layer's constructor runs first (as
+  /// MLX's from_linear), so the nn generator advances by its draws.
+  template <class Layer>
+  static std::shared_ptr<Layer> shard_of(const Linear& linear, std::optional<distributed::Group> group) {
+    const ParamMap params = linear.parameters();
+    const array& w = params.at("weight");
+    auto layer = std::make_shared<Layer>(w.shape(1), w.shape(0), params.count("bias") > 0, std::move(group));
+    layer->take_shard(linear);
+    return layer;
+  }
+
+  distributed::Group group_;
+  int input_dims_, output_dims_;
+  bool split_output_;
+};
+
 /// Linear whose output features are split over the group's N processes: process r holds
 /// rows [r * output_dims / N, (r + 1) * output_dims / N) of the full weight, as "weight"
 /// (output_dims / N, input_dims), and the same slice of the bias, "bias" (output_dims / N).
@@ -73,7 +114,7 @@ std::function<array(const array&)> sum_gradients(std::optional<distributed::Grou
 /// draws the same values). Throws std::invalid_argument ("[nn.AllToShardedLinear] ...") for
 /// non-positive dims, output_dims not divisible by N, or an input whose last dimension is
 /// not input_dims. Source: MLX nn.AllToShardedLinear.
-class AllToShardedLinear : public Module {
+class AllToShardedLinear : public ShardedLinear {
  public:
   AllToShardedLinear(
       int input_dims,
@@ -92,15 +133,7 @@ class AllToShardedLinear : public Module {
   /// sum_gradients(group)(x) @ weight.T + bias (see the class comment).
   array forward(const array& x) override;
 
-  /// The full (unsharded) input and output sizes.
-  int input_dims() const { return input_dims_; }
-  int output_dims() const { return output_dims_; }
-  /// The group the features are split over.
-  const distributed::Group& group() const { return group_; }
-
  private:
-  distributed::Group group_;
-  int input_dims_, output_dims_;
   std::function<array(const array&)> sum_gradients_;
 };
 
@@ -114,7 +147,7 @@ class AllToShardedLinear : public Module {
 /// input_dims), weight then bias from the nn generator. Throws std::invalid_argument
 /// ("[nn.ShardedToAllLinear] ...") for non-positive dims, input_dims not divisible by N, or
 /// an input whose last dimension is not input_dims / N. Source: MLX nn.ShardedToAllLinear.
-class ShardedToAllLinear : public Module {
+class ShardedToAllLinear : public ShardedLinear {
  public:
   ShardedToAllLinear(
       int input_dims,
@@ -132,16 +165,6 @@ class ShardedToAllLinear : public Module {
   std::string name() const override { return "ShardedToAllLinear"; }
   /// all_sum(x @ weight.T) + bias (see the class comment).
   array forward(const array& x) override;
-
-  /// The full (unsharded) input and output sizes.
-  int input_dims() const { return input_dims_; }
-  int output_dims() const { return output_dims_; }
-  /// The group the features are split over.
-  const distributed::Group& group() const { return group_; }
-
- private:
-  distributed::Group group_;
-  int input_dims_, output_dims_;
 };
 
 /// A new layer holding this process's shard of `linear` (which is left unchanged):
