@@ -1,0 +1,50 @@
+// The self-attention block of a decoder layer (src/lm/layers.h): q/k/v projections, q/k
+// normalised (Qwen3) and rotated by fast::norm_rope (k written straight into the KV cache),
+// fast::scaled_dot_product_attention with grouped-query heads, the output projection.
+// transformers' LlamaAttention / Qwen3Attention (scale head_dim^-1/2, causal mask aligned at
+// the end of the keys, which is sdpa's "causal").
+#include <cmath>
+
+#include "layers.h"
+#include "nuvec/ops.h"
+
+namespace nuvec::lm::detail {
+
+std::string layer_path(int i) {
+  return "model.layers." + std::to_string(i);
+}
+
+array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache) {
+  const std::string path = layer_path(layer) + ".self_attn";
+  const int B = x.shape(0), L = x.shape(1), D = config.head_dim;
+  const int Hq = config.num_attention_heads, Hkv = config.num_key_value_heads;
+  auto heads = [&](const char* proj, int h) {
+    return transpose(reshape(linear(config, weights, path + "." + proj, x), {B, L, h, D}), {0, 2, 1, 3});
+  };
+  array q = heads("q_proj", Hq), k = heads("k_proj", Hkv), v = heads("v_proj", Hkv);
+
+  std::optional<float> eps;
+  std::optional<array> q_norm, k_norm;
+  if (config.qk_norm) {
+    eps = config.rms_norm_eps;
+    q_norm = weights.at(path + ".q_norm.weight");
+    k_norm = weights.at(path + ".k_norm.weight");
+  }
+  fast::Rotation rot = rotation(config);
+  const int offset = cache ? cache->offset : 0;
+  q = fast::norm_rope(q, q_norm, eps, rot, offset);
+  if (cache) {
+    LayerCache& c = cache->layers[layer];
+    c.keys = fast::norm_rope(k, k_norm, eps, rot, offset, c.keys);
+    c.values = slice_update(c.values, astype(v, c.values.dtype()), {0, 0, offset, 0}, {B, Hkv, offset + L, D});
+    k = slice(c.keys, {0, 0, 0, 0}, {B, Hkv, offset + L, D});
+    v = slice(c.values, {0, 0, 0, 0}, {B, Hkv, offset + L, D});
+  } else {
+    k = fast::norm_rope(k, k_norm, eps, rot, 0);
+  }
+  array o = fast::scaled_dot_product_attention(q, k, v, 1.0f / std::sqrt(float(D)), L > 1 ? "causal" : "");
+  o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, Hq * D});
+  return linear(config, weights, path + ".o_proj", o);
+}
+
+} // namespace nuvec::lm::detail

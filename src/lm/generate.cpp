@@ -1,0 +1,170 @@
+// Prefill and decode loop (include/nuvec/lm/generate.h).
+#include "nuvec/lm/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "nuvec/ops.h"
+#include "nuvec/transforms.h"
+
+namespace nuvec::lm {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("[lm.generate] " + what);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void eval_cache(Cache& cache) {
+  std::vector<array> arrays;
+  for (auto& layer : cache.layers) {
+    arrays.push_back(layer.keys);
+    arrays.push_back(layer.values);
+  }
+  eval(arrays);
+}
+
+} // namespace
+
+GenerationResult generate_tokens(const Model& model, const std::vector<int>& prompt, const GenerationOptions& options,
+                                 const TokenCallback& on_token) {
+  const ModelConfig& config = model.config();
+  const int n = int(prompt.size());
+  if (n == 0) {
+    fail("the prompt is empty");
+  }
+  if (n >= config.max_position_embeddings) {
+    fail("the prompt has " + std::to_string(n) + " tokens; the model's context (max_position_embeddings) is " +
+         std::to_string(config.max_position_embeddings) + ", which leaves no room to generate");
+  }
+  for (int id : prompt) {
+    if (id < 0 || id >= config.vocab_size) {
+      fail("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(config.vocab_size));
+    }
+  }
+  Sampler sampler(options.sampling);
+  const int max_new = std::min(options.max_tokens, config.max_position_embeddings - n);
+  GenerationResult result;
+  result.prompt_tokens = n;
+  result.finish_reason = "length";
+  if (max_new <= 0) {
+    return result;
+  }
+  const bool penalise = options.sampling.repetition_penalty != 1.0f;
+  std::vector<int> context = prompt;
+  auto t0 = std::chrono::steady_clock::now();
+
+  Cache cache = model.make_cache(1, n + max_new);
+  array logits = array(0.0f);
+  const int step = std::max(options.prefill_step, 1);
+  for (int start = 0; start < n; start += step) {
+    int len = std::min(step, n - start);
+    array chunk(prompt.begin() + start, {1, len}, int32);
+    logits = model(chunk, &cache);
+    if (start + len < n) {
+      eval_cache(cache); // keep the graph of a long prompt bounded
+    }
+  }
+  auto last_row = [](const array& l) {
+    int L = l.shape(1), V = l.shape(2);
+    return reshape(slice(l, {0, L - 1, 0}, {1, L, V}), {1, V});
+  };
+  auto t_decode = t0;
+  for (int i = 0; i < max_new; ++i) {
+    std::optional<array> ctx;
+    if (penalise) {
+      ctx = array(context.begin(), {1, int(context.size())}, int32);
+    }
+    array next = sampler(last_row(logits), ctx);
+    eval(next);
+    int token = next.item<int>();
+    if (i == 0) {
+      result.prefill_seconds = seconds_since(t0);
+      t_decode = std::chrono::steady_clock::now();
+    }
+    result.tokens.push_back(token);
+    context.push_back(token);
+    bool eos = options.stop_at_eos &&
+        std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), token) != config.eos_token_ids.end();
+    bool go_on = on_token ? on_token(token) : true;
+    if (eos || !go_on) {
+      result.finish_reason = "stop";
+      break;
+    }
+    if (i + 1 < max_new) {
+      logits = model(array({token}, {1, 1}, int32), &cache);
+    }
+  }
+  result.decode_seconds = seconds_since(t_decode);
+  return result;
+}
+
+GenerationResult generate(const Model& model, const Tokenizer& tokenizer, const std::vector<int>& prompt,
+                          const GenerationOptions& options, const TextCallback& on_text) {
+  StreamingDecoder decoder(tokenizer, /*skip_special_tokens=*/true);
+  const auto& stops = options.stop_strings;
+  std::string text;    // everything final so far
+  std::string pending; // decoded but maybe part of a stop string
+  bool stopped = false;
+  bool user_stop = false;
+  auto emit = [&](const std::string& piece) {
+    text += piece;
+    if (on_text && !piece.empty() && !on_text(piece)) {
+      user_stop = true;
+    }
+  };
+  auto flush = [&](bool final) {
+    // A stop string completed: keep what precedes it and end.
+    size_t cut = std::string::npos;
+    for (auto& s : stops) {
+      if (s.empty()) {
+        continue;
+      }
+      size_t at = pending.find(s);
+      if (at != std::string::npos) {
+        cut = std::min(cut, at);
+      }
+    }
+    if (cut != std::string::npos) {
+      emit(pending.substr(0, cut));
+      pending.clear();
+      stopped = true;
+      return;
+    }
+    size_t keep = 0;
+    if (!final) {
+      // The longest suffix of pending that is a proper prefix of a stop string.
+      for (auto& s : stops) {
+        for (size_t len = std::min(s.size() - 1, pending.size()); len > keep; --len) {
+          if (pending.compare(pending.size() - len, len, s, 0, len) == 0) {
+            keep = len;
+            break;
+          }
+        }
+      }
+    }
+    emit(pending.substr(0, pending.size() - keep));
+    pending.erase(0, pending.size() - keep);
+  };
+  GenerationResult result = generate_tokens(model, prompt, options, [&](int token) {
+    pending += decoder.push(token);
+    flush(false);
+    return !stopped && !user_stop;
+  });
+  if (!stopped) {
+    pending += decoder.finish();
+    flush(true);
+  }
+  if (stopped) {
+    result.finish_reason = "stop";
+  }
+  result.text = text;
+  return result;
+}
+
+} // namespace nuvec::lm

@@ -1,0 +1,40 @@
+// The pieces of a decoder layer (internal to src/lm): each takes the config, the weights and
+// the module's path in the checkpoint's names, so that the same code serves loaded models and
+// training (Model::forward with the optimiser's weights).
+#pragma once
+
+#include <string>
+
+#include "nuvec/fast.h"
+#include "nuvec/lm/model.h"
+
+namespace nuvec::lm::detail {
+
+/// Whether the module `path` of `weights` is quantized (mlx-lm layout: a "scales" tensor
+/// beside the uint32 "weight").
+bool is_quantized(const WeightMap& weights, const std::string& path);
+
+/// y = x Wᵀ (+ b) for the Linear module `path`: matmul, or quantized_matmul with the
+/// module's group size, bits and mode from the config when it is quantized.
+array linear(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& x);
+
+/// Rows `tokens` of the embedding `path` ([..., hidden]); quantized tables are dequantized
+/// after the rows are taken.
+array embedding(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& tokens);
+
+/// The rotation of the config's rope: default or linear (rope's base and scale), llama3
+/// (frequencies as transformers' modeling_rope_utils computes them, given to rope as periods).
+fast::Rotation rotation(const ModelConfig& config);
+
+/// Self-attention of layer `layer` on x [B, L, hidden] (already normalised), writing the
+/// layer's keys and values into cache->layers[layer] at cache->offset when a cache is given.
+array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache);
+
+/// The feed-forward block of layer `layer` on x [B, L, hidden]: SwiGLU, or the sparse MoE
+/// block for the config's sparse layers.
+array feed_forward(const ModelConfig& config, const WeightMap& weights, int layer, const array& x);
+
+/// "model.layers.<i>".
+std::string layer_path(int i);
+
+} // namespace nuvec::lm::detail
