@@ -2,6 +2,8 @@
 // for the sources of each rule).
 #include "nuvec/lm/tokenizer.h"
 
+#include "lm/byte_level.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <unicode/normalizer2.h>
@@ -143,20 +145,30 @@ std::vector<std::string> utf8_chars(const std::string& s) {
 
 // ---- GPT-2's bytes_to_unicode -----------------------------------------------------------
 
-struct ByteTable {
-  std::array<std::string, 256> to_char; // byte -> UTF-8 of its printable stand-in
-  std::unordered_map<std::string, unsigned char> to_byte;
-  ByteTable() {
+} // namespace
+
+const std::array<std::string, 256>& detail::byte_level_chars() {
+  static const std::array<std::string, 256> table = [] {
+    std::array<std::string, 256> t;
     std::array<bool, 256> direct{};
     for (int b = '!'; b <= '~'; ++b) direct[b] = true;
     for (int b = 0xA1; b <= 0xAC; ++b) direct[b] = true;
     for (int b = 0xAE; b <= 0xFF; ++b) direct[b] = true;
     int extra = 0;
-    for (int b = 0; b < 256; ++b) {
-      uint32_t cp = direct[b] ? uint32_t(b) : uint32_t(256 + extra++);
-      append_utf8(to_char[b], cp);
-      to_byte[to_char[b]] = static_cast<unsigned char>(b);
-    }
+    for (int b = 0; b < 256; ++b)
+      append_utf8(t[b], direct[b] ? uint32_t(b) : uint32_t(256 + extra++));
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+
+struct ByteTable {
+  const std::array<std::string, 256>& to_char = detail::byte_level_chars(); // byte -> stand-in
+  std::unordered_map<std::string, unsigned char> to_byte;
+  ByteTable() {
+    for (int b = 0; b < 256; ++b) to_byte[to_char[b]] = static_cast<unsigned char>(b);
   }
 };
 

@@ -28,7 +28,8 @@ class Tokenizer {
   // throws for its contents.
   static Tokenizer from_file(const std::string& tokenizer_json);
 
-  // Parses the text of a tokenizer.json.
+  // Parses the text of a tokenizer.json. Merges may be "a b" strings (tokenizers < 0.20) or
+  // ["a", "b"] pairs (later versions, and train_bpe_tokenizer_json in bpe_trainer.h).
   // Throws std::invalid_argument ("[lm.Tokenizer] ...") when the text is not JSON, lacks
   // "model", has a malformed field (e.g. a merge whose parts are not in the vocab, as
   // tokenizers' BPE builder rejects), or names a component type this implementation does not
