@@ -243,45 +243,39 @@ void GatedDelta::eval_gpu(const std::vector<array>& inputs, std::vector<array>& 
   }
   const int lanes = lanes_for(dk), rows = kThreads / lanes;
   const dim3 grid(static_cast<unsigned>(int64_t(b) * hv), static_cast<unsigned>((dv + rows - 1) / rows));
-  cu::dispatch_device_float_types(q.dtype(), "gated_delta", [&]<typename T>() {
-    cu::dispatch_device_float_types(state.dtype(), "gated_delta", [&]<typename S>() {
-      if constexpr (std::is_same_v<T, double> || std::is_same_v<S, double>) {
-        throw std::invalid_argument("[gated_delta] the GPU kernel does not take float64.");
-      } else {
-        Args<T, S> a{};
-        a.q = cu::device_ptr<T>(q);
-        a.k = cu::device_ptr<T>(k);
-        a.v = cu::device_ptr<T>(v);
-        a.g = cu::device_ptr(g);
-        a.beta = cu::device_ptr(beta);
-        a.gate_type = gate_type(g.dtype());
-        a.beta_type = gate_type(beta.dtype());
-        a.state = cu::device_ptr<S>(state);
-        a.states = static_cast<S*>(cu::device_ptr(states));
-        a.y = static_cast<T*>(cu::device_ptr(y));
-        a.slots = slots ? cu::device_ptr<int32_t>(slot_ids) : nullptr;
-        a.err = check.device();
-        a.b = b;
-        a.t = t;
-        a.hk = hk;
-        a.dk = dk;
-        a.hv = hv;
-        a.dv = dv;
-        a.pool = slots ? state.shape(0) : b;
-        a.lanes = lanes;
-        a.steps = mode_ == GatedDeltaMode::steps;
-        // Two chunks of float32 keys of 256 take 64 KB: past the default 48 KB.
-        static const bool opted_in = [] {
-          NUVEC_CUDA_CHECK(cudaFuncSetAttribute(
-              gated_delta_kernel<T, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-              static_cast<int>(staging_bytes(math::kGatedDeltaMaxDk, 32, sizeof(T)))));
-          return true;
-        }();
-        (void)opted_in;
-        gated_delta_kernel<T, S><<<grid, kThreads, staging_bytes(dk, lanes, sizeof(T)), cu::stream()>>>(a);
-        cu::check_launch("gated_delta_kernel");
-      }
-    });
+  dispatch_gated_delta_types(q.dtype(), state.dtype(), [&]<typename T, typename S>() {
+    Args<T, S> a{};
+    a.q = cu::device_ptr<T>(q);
+    a.k = cu::device_ptr<T>(k);
+    a.v = cu::device_ptr<T>(v);
+    a.g = cu::device_ptr(g);
+    a.beta = cu::device_ptr(beta);
+    a.gate_type = gate_type(g.dtype());
+    a.beta_type = gate_type(beta.dtype());
+    a.state = cu::device_ptr<S>(state);
+    a.states = static_cast<S*>(cu::device_ptr(states));
+    a.y = static_cast<T*>(cu::device_ptr(y));
+    a.slots = slots ? cu::device_ptr<int32_t>(slot_ids) : nullptr;
+    a.err = check.device();
+    a.b = b;
+    a.t = t;
+    a.hk = hk;
+    a.dk = dk;
+    a.hv = hv;
+    a.dv = dv;
+    a.pool = slots ? state.shape(0) : b;
+    a.lanes = lanes;
+    a.steps = mode_ == GatedDeltaMode::steps;
+    // Two chunks of float32 keys of 256 take 64 KB: past the default 48 KB.
+    static const bool opted_in = [] {
+      NUVEC_CUDA_CHECK(cudaFuncSetAttribute(
+          gated_delta_kernel<T, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(staging_bytes(math::kGatedDeltaMaxDk, 32, sizeof(T)))));
+      return true;
+    }();
+    (void)opted_in;
+    gated_delta_kernel<T, S><<<grid, kThreads, staging_bytes(dk, lanes, sizeof(T)), cu::stream()>>>(a);
+    cu::check_launch("gated_delta_kernel");
   });
   check.finish(cu::device_ptr(y), y.nbytes());
 }

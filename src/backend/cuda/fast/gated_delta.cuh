@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "backend/cuda/index_errors.cuh"
+#include "backend/cuda/kernel_utils.cuh"
 #include "nuvec/array.h"
 
 namespace nuvec {
@@ -61,5 +62,21 @@ void gated_delta_chunked(
     cu::IndexError* err,
     array& y,
     array& states);
+
+/// Runs f.template operator()<T, S>() for the inputs' element type T and the state's S
+/// (float, __half or __nv_bfloat16): the dispatch both kernels share. Throws
+/// std::invalid_argument for float64, which the GPU kernels do not take (the fallback does).
+template <class F>
+void dispatch_gated_delta_types(Dtype input, Dtype state, F&& f) {
+  cu::dispatch_device_float_types(input, "gated_delta", [&]<typename T>() {
+    cu::dispatch_device_float_types(state, "gated_delta", [&]<typename S>() {
+      if constexpr (std::is_same_v<T, double> || std::is_same_v<S, double>) {
+        throw std::invalid_argument("[gated_delta] the GPU kernel does not take float64.");
+      } else {
+        f.template operator()<T, S>();
+      }
+    });
+  });
+}
 
 } // namespace nuvec

@@ -435,65 +435,59 @@ void gated_delta_chunked(
   float* u = static_cast<float*>(cu::scratch(rows * dv * sizeof(float)));
   float* p = static_cast<float*>(cu::scratch(size_t(b) * hv * chunks * kChunk * kChunk * sizeof(float)));
   float2* decay = static_cast<float2*>(cu::scratch(rows * sizeof(float2)));
-  cu::dispatch_device_float_types(q.dtype(), "gated_delta", [&]<typename T>() {
-    cu::dispatch_device_float_types(state.dtype(), "gated_delta", [&]<typename S>() {
-      if constexpr (std::is_same_v<T, double> || std::is_same_v<S, double>) {
-        throw std::invalid_argument("[gated_delta] the GPU kernel does not take float64.");
-      } else {
-        PrepareArgs<T> pa{};
-        pa.q = cu::device_ptr<T>(q);
-        pa.k = cu::device_ptr<T>(k);
-        pa.v = cu::device_ptr<T>(v);
-        pa.g = cu::device_ptr(g);
-        pa.beta = cu::device_ptr(beta);
-        pa.gate_type = gate_type(g.dtype());
-        pa.beta_type = gate_type(beta.dtype());
-        pa.w = w;
-        pa.u = u;
-        pa.p = p;
-        pa.decay = decay;
-        pa.b = b;
-        pa.t = t;
-        pa.hk = hk;
-        pa.dk = dk;
-        pa.hv = hv;
-        pa.dv = dv;
-        pa.chunks = chunks;
-        static const bool prepare_opted = (opt_in_smem(gated_delta_prepare_kernel<T>, prepare_smem_bytes(128)), true);
-        (void)prepare_opted;
-        const dim3 prepare_grid(static_cast<unsigned>(chunks), static_cast<unsigned>(b * hv));
-        gated_delta_prepare_kernel<T><<<prepare_grid, kThreads, prepare_smem_bytes(dk), cu::stream()>>>(pa);
-        cu::check_launch("gated_delta_prepare_kernel");
+  dispatch_gated_delta_types(q.dtype(), state.dtype(), [&]<typename T, typename S>() {
+    PrepareArgs<T> pa{};
+    pa.q = cu::device_ptr<T>(q);
+    pa.k = cu::device_ptr<T>(k);
+    pa.v = cu::device_ptr<T>(v);
+    pa.g = cu::device_ptr(g);
+    pa.beta = cu::device_ptr(beta);
+    pa.gate_type = gate_type(g.dtype());
+    pa.beta_type = gate_type(beta.dtype());
+    pa.w = w;
+    pa.u = u;
+    pa.p = p;
+    pa.decay = decay;
+    pa.b = b;
+    pa.t = t;
+    pa.hk = hk;
+    pa.dk = dk;
+    pa.hv = hv;
+    pa.dv = dv;
+    pa.chunks = chunks;
+    static const bool prepare_opted = (opt_in_smem(gated_delta_prepare_kernel<T>, prepare_smem_bytes(128)), true);
+    (void)prepare_opted;
+    const dim3 prepare_grid(static_cast<unsigned>(chunks), static_cast<unsigned>(b * hv));
+    gated_delta_prepare_kernel<T><<<prepare_grid, kThreads, prepare_smem_bytes(dk), cu::stream()>>>(pa);
+    cu::check_launch("gated_delta_prepare_kernel");
 
-        StateArgs<T, S> sa{};
-        sa.q = pa.q;
-        sa.k = pa.k;
-        sa.w = w;
-        sa.u = u;
-        sa.p = p;
-        sa.decay = decay;
-        sa.state = cu::device_ptr<S>(state);
-        sa.states = static_cast<S*>(cu::device_ptr(states));
-        sa.y = static_cast<T*>(cu::device_ptr(y));
-        sa.slots = slots;
-        sa.err = err;
-        sa.b = b;
-        sa.t = t;
-        sa.hk = hk;
-        sa.dk = dk;
-        sa.hv = hv;
-        sa.dv = dv;
-        sa.chunks = chunks;
-        sa.pool = state.shape(0);
-        static const bool state_opted =
-            (opt_in_smem(gated_delta_state_kernel<T, S>, state_smem_bytes<T>(128)), true);
-        (void)state_opted;
-        const dim3 state_grid(static_cast<unsigned>(dv / kRows), static_cast<unsigned>(b * hv));
-        gated_delta_state_kernel<T, S><<<state_grid, kStateThreads, state_smem_bytes<T>(dk), cu::stream()>>>(
-            sa, stage_layout(dk, sizeof(T)));
-        cu::check_launch("gated_delta_state_kernel");
-      }
-    });
+    StateArgs<T, S> sa{};
+    sa.q = pa.q;
+    sa.k = pa.k;
+    sa.w = w;
+    sa.u = u;
+    sa.p = p;
+    sa.decay = decay;
+    sa.state = cu::device_ptr<S>(state);
+    sa.states = static_cast<S*>(cu::device_ptr(states));
+    sa.y = static_cast<T*>(cu::device_ptr(y));
+    sa.slots = slots;
+    sa.err = err;
+    sa.b = b;
+    sa.t = t;
+    sa.hk = hk;
+    sa.dk = dk;
+    sa.hv = hv;
+    sa.dv = dv;
+    sa.chunks = chunks;
+    sa.pool = state.shape(0);
+    static const bool state_opted =
+        (opt_in_smem(gated_delta_state_kernel<T, S>, state_smem_bytes<T>(128)), true);
+    (void)state_opted;
+    const dim3 state_grid(static_cast<unsigned>(dv / kRows), static_cast<unsigned>(b * hv));
+    gated_delta_state_kernel<T, S><<<state_grid, kStateThreads, state_smem_bytes<T>(dk), cu::stream()>>>(
+        sa, stage_layout(dk, sizeof(T)));
+    cu::check_launch("gated_delta_state_kernel");
   });
 }
 
