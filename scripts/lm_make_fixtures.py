@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import zlib
 import sys
 
 import torch
@@ -145,7 +146,7 @@ def make_model(arch, out_root, tok):
     model_type, cfg = ARCHS[arch]
     out_dir = os.path.join(out_root, arch)
     os.makedirs(out_dir, exist_ok=True)
-    torch.manual_seed(hash(arch) % 1000)
+    torch.manual_seed(zlib.crc32(arch.encode()) % 1000)  # hash() varies per process
     config = AutoConfig.for_model(model_type, **cfg)
     config._attn_implementation = "eager"
     model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32,

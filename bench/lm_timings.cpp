@@ -1,0 +1,138 @@
+// nuvec-lm-timings: prefill and batch-1 decode of random-initialised language models shaped
+// like real ones, on the GPU (bench/lm_compare.py runs it beside transformers and prints the
+// table). One JSON line per measurement on stdout:
+//   {"shape": ..., "bits": 0|4, "prefill": L, "prefill_tok_s": ..., "decode_tok_s": ...,
+//    "weight_bytes": ..., "kv_bytes_per_token": ...}
+// Usage: nuvec-lm-timings SHAPE [--bits 4] [--prefill 1024,8192] [--decode 64]
+//   SHAPE: llama-3.2-1b, qwen3-0.6b or qwen3-8b (their config.json sizes).
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nuvec/device.h"
+#include "nuvec/lm/lm.h"
+#include "nuvec/ops.h"
+#include "nuvec/random.h"
+#include "nuvec/transforms.h"
+
+namespace nx = nuvec;
+namespace lm = nuvec::lm;
+
+namespace {
+
+lm::ModelConfig shape_config(const std::string& shape) {
+  std::string json;
+  if (shape == "llama-3.2-1b") {
+    json = R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
+      "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+      "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": true, "rope_theta": 500000.0,
+      "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}})";
+  } else if (shape == "qwen3-0.6b") {
+    json = R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
+      "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+      "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
+  } else if (shape == "qwen3-8b") {
+    json = R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 12288,
+      "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+      "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "rope_theta": 1000000.0})";
+  } else {
+    std::cerr << "unknown shape " << shape << " (llama-3.2-1b, qwen3-0.6b, qwen3-8b)\n";
+    std::exit(1);
+  }
+  return lm::ModelConfig::from_json_string(json);
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: nuvec-lm-timings SHAPE [--bits 4] [--prefill 1024,8192] [--decode 64]\n";
+    return 1;
+  }
+  std::string shape = argv[1];
+  int bits = 0, decode = 64;
+  std::vector<int> prefills = {1024, 8192};
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--bits") {
+      bits = std::stoi(value);
+    } else if (flag == "--decode") {
+      decode = std::stoi(value);
+    } else if (flag == "--prefill") {
+      prefills.clear();
+      std::stringstream ss(value);
+      for (std::string part; std::getline(ss, part, ',');) prefills.push_back(std::stoi(part));
+    }
+  }
+  nx::set_default_device(nx::Device(nx::is_available(nx::Device(nx::Device::gpu)) ? nx::Device::gpu : nx::Device::cpu));
+  lm::ModelConfig config = shape_config(shape);
+  lm::WeightMap weights = lm::init_weights(config, nx::bfloat16, 0.02f, nx::random::key(0));
+  if (bits > 0) {
+    config.quantization = lm::QuantizationSpec{64, bits, "affine"};
+    lm::WeightMap q;
+    for (auto& [name, w] : weights) {
+      if (w.ndim() == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) {
+        auto parts = nx::quantize(w, 64, bits);
+        std::string module = name.substr(0, name.size() - 7);
+        q.insert_or_assign(module + ".weight", parts[0]);
+        q.insert_or_assign(module + ".scales", parts[1]);
+        q.insert_or_assign(module + ".biases", parts[2]);
+      } else {
+        q.insert_or_assign(name, w);
+      }
+    }
+    weights = std::move(q);
+  }
+  std::vector<nx::array> all;
+  size_t weight_bytes = 0;
+  for (auto& [name, w] : weights) {
+    all.push_back(w);
+  }
+  nx::eval(all);
+  lm::Model model(config, weights);
+  for (auto& [name, w] : model.weights()) {
+    // Bytes one decode step reads: everything but the embedding rows it does not look up
+    // (a tied table is read whole by the output projection).
+    bool table = name.rfind("model.embed_tokens", 0) == 0;
+    if (!table || config.tie_word_embeddings) weight_bytes += w.nbytes();
+  }
+  const size_t kv_per_token =
+      size_t(2) * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * 2;
+
+  for (int L : prefills) {
+    nx::array tokens = nx::random::randint(0, config.vocab_size, {1, L}, nx::int32, nx::random::key(1));
+    double prefill_s = 1e30, decode_s = 0;
+    for (int rep = 0; rep < 3; ++rep) { // the first round warms up (allocations, plans)
+      lm::Cache cache = model.make_cache(1, L + decode + 1);
+      double t0 = now();
+      nx::array logits = model(tokens, &cache);
+      nx::array next = nx::astype(nx::argmax(nx::slice(logits, {0, L - 1, 0}, {1, L, config.vocab_size}), -1), nx::int32);
+      nx::eval(next);
+      double t1 = now();
+      for (int i = 0; i < decode; ++i) {
+        logits = model(nx::reshape(next, {1, 1}), &cache);
+        next = nx::astype(nx::argmax(logits, -1), nx::int32);
+        nx::eval(next);
+      }
+      double t2 = now();
+      if (rep > 0) {
+        prefill_s = std::min(prefill_s, t1 - t0);
+        decode_s = rep == 1 ? t2 - t1 : std::min(decode_s, t2 - t1);
+      }
+    }
+    std::printf("{\"shape\": \"%s\", \"bits\": %d, \"prefill\": %d, \"prefill_tok_s\": %.1f, \"decode\": %d, "
+                "\"decode_tok_s\": %.2f, \"weight_bytes\": %zu, \"kv_bytes_per_token\": %zu}\n",
+                shape.c_str(), bits, L, L / prefill_s, decode, decode / decode_s, weight_bytes, kv_per_token);
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,294 @@
+// nuvec::lm models against transformers: tiny random checkpoints of each architecture and
+// transformers' logits and greedy continuations for them, written once on a machine with
+// transformers by scripts/lm_make_fixtures.py and stored in tests/data/lm/ (see the README
+// there). Also the cache (incremental decoding equals the whole-sequence pass), chunked
+// prefill, quantized checkpoints (nuvec-lm convert's layout) and bad checkpoints.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "nuvec/io.h"
+#include "nuvec/lm/convert.h"
+#include "nuvec/lm/generate.h"
+#include "nuvec/lm/lm.h"
+#include "nuvec/lm/model.h"
+#include "nuvec/ops.h"
+#include "nuvec/transforms.h"
+
+using namespace nuvec;
+using namespace nuvec::lm;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fixture(const std::string& arch) {
+  return (fs::path(__FILE__).parent_path() / "data" / "lm" / arch).string();
+}
+
+// max |a - b| / max |b|: the relative error of a whole logits array.
+double relative_error(const array& a, const array& b) {
+  array a64 = astype(a, float32), b64 = astype(b, float32);
+  double num = max(abs(subtract(a64, b64))).item<float>();
+  double den = max(abs(b64)).item<float>();
+  return num / den;
+}
+
+std::vector<int> ids_of(const array& a) {
+  array c = astype(a, int32);
+  eval(c);
+  return std::vector<int>(c.data<int32_t>(), c.data<int32_t>() + c.size());
+}
+
+struct Reference {
+  std::vector<array> prompts, logits, greedy, margins;
+};
+
+Reference read_reference(const std::string& dir) {
+  auto [arrays, meta] = load_safetensors(dir + "/reference.safetensors");
+  Reference r;
+  for (int i = 0; arrays.count("prompt_" + std::to_string(i)); ++i) {
+    auto k = std::to_string(i);
+    r.prompts.push_back(arrays.at("prompt_" + k));
+    r.logits.push_back(arrays.at("logits_" + k));
+    r.greedy.push_back(arrays.at("greedy_" + k));
+    r.margins.push_back(arrays.at("margin_" + k));
+  }
+  return r;
+}
+
+class Architectures : public ::testing::TestWithParam<std::string> {};
+
+// The logits of every prompt equal transformers' (float32, 1e-4 relative), and greedy
+// continuations of 64 tokens match token for token while transformers' top-2 margin is clear
+// of float32 noise (a near tie may go either way in any two implementations).
+TEST_P(Architectures, LogitsAndGreedyMatchTransformers) {
+  const std::string dir = fixture(GetParam());
+  Model model = Model::load(dir, float32);
+  Reference ref = read_reference(dir);
+  ASSERT_EQ(ref.prompts.size(), 3u);
+  for (size_t i = 0; i < ref.prompts.size(); ++i) {
+    const array& prompt = ref.prompts[i];
+    array logits = model(reshape(prompt, {1, prompt.shape(0)}));
+    EXPECT_LT(relative_error(reshape(logits, ref.logits[i].shape()), ref.logits[i]), 1e-4)
+        << GetParam() << " prompt " << i;
+
+    GenerationOptions options;
+    options.max_tokens = ref.greedy[i].shape(0);
+    options.stop_at_eos = false;
+    GenerationResult out = generate_tokens(model, ids_of(prompt), options);
+    std::vector<int> expected = ids_of(ref.greedy[i]);
+    array margins = ref.margins[i];
+    eval(margins);
+    ASSERT_EQ(out.tokens.size(), expected.size());
+    for (size_t t = 0; t < expected.size(); ++t) {
+      if (out.tokens[t] != expected[t]) {
+        EXPECT_LT(margins.data<float>()[t], 1e-3f)
+            << GetParam() << " prompt " << i << ": greedy token " << t << " differs (" << out.tokens[t]
+            << " vs " << expected[t] << ") with transformers' margin " << margins.data<float>()[t];
+        break; // after a legitimate tie the continuations diverge
+      }
+    }
+  }
+}
+
+// Decoding with the cache, one token at a time and in chunks of prefill, gives the logits of
+// the whole sequence in one pass.
+TEST_P(Architectures, CacheMatchesWholeSequence) {
+  Model model = Model::load(fixture(GetParam()), float32);
+  Reference ref = read_reference(fixture(GetParam()));
+  const array& prompt = ref.prompts[2];
+  const int L = prompt.shape(0);
+  array tokens = reshape(prompt, {1, L});
+  array whole = model(tokens);
+  for (int chunk : {1, 5, 16}) {
+    Cache cache = model.make_cache(1, 4); // grows on demand
+    std::vector<array> parts;
+    for (int s = 0; s < L; s += chunk) {
+      int e = std::min(L, s + chunk);
+      parts.push_back(model(slice(tokens, {0, s}, {1, e}), &cache));
+      eval(parts.back());
+    }
+    EXPECT_EQ(cache.offset, L);
+    EXPECT_LT(relative_error(concatenate(parts, 1), whole), 1e-5) << "chunk " << chunk;
+  }
+}
+
+// Two sequences in one batch give each one's own logits.
+TEST_P(Architectures, BatchRowsAreIndependent) {
+  Model model = Model::load(fixture(GetParam()), float32);
+  Reference ref = read_reference(fixture(GetParam()));
+  array a = reshape(ref.prompts[1], {1, 7});
+  array b = reshape(slice(ref.prompts[2], {3}, {10}), {1, 7});
+  array both = model(concatenate({a, b}, 0));
+  EXPECT_LT(relative_error(slice(both, {0, 0, 0}, {1, 7, both.shape(2)}), model(a)), 1e-5);
+  EXPECT_LT(relative_error(slice(both, {1, 0, 0}, {2, 7, both.shape(2)}), model(b)), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lm, Architectures, ::testing::Values("llama", "qwen3", "qwen3_moe"));
+
+// The tokenizer trained by the tokenizers library gives that library's ids on 2000 lines of
+// mixed text (emoji, CJK, code, whitespace runs), and decodes them back.
+TEST(LmTokenizer, MatchesTheTokenizersLibrary) {
+  Tokenizer tok = Tokenizer::from_file(fixture("llama") + "/tokenizer.json");
+  std::ifstream f((fs::path(fixture("")) / "tokenizer_cases.json"));
+  nlohmann::json cases = nlohmann::json::parse(f);
+  ASSERT_GE(cases.size(), 1000u);
+  int mismatches = 0;
+  for (auto& c : cases) {
+    std::string text = c["text"];
+    std::vector<int> expected = c["ids"];
+    std::vector<int> got = tok.encode(text, false);
+    if (got != expected && ++mismatches <= 5) {
+      ADD_FAILURE() << "ids differ for " << nlohmann::json(text).dump();
+    }
+    EXPECT_EQ(tok.decode(got), text);
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+// A quantized checkpoint in mlx-lm's layout (what nuvec-lm convert writes) loads, runs
+// quantized_matmul / gather_qmm, and gives the logits of the model whose weights are the
+// dequantized ones.
+TEST_P(Architectures, QuantizedCheckpointMatchesDequantizedWeights) {
+  const std::string src = fixture(GetParam());
+  Reference ref = read_reference(src);
+  array tokens = reshape(ref.prompts[2], {1, ref.prompts[2].shape(0)});
+  for (int bits : {4, 8}) {
+    const std::string dst = (fs::temp_directory_path() / ("nuvec_lm_q_" + GetParam())).string();
+    fs::remove_all(dst);
+    convert(src, dst, QuantizationSpec{32, bits, "affine"}, float32);
+    Model q = Model::load(dst);
+    ASSERT_TRUE(q.config().quantization.has_value());
+    EXPECT_EQ(q.config().quantization->bits, bits);
+    EXPECT_EQ(q.weights().at("model.layers.0.self_attn.q_proj.weight").dtype(), uint32);
+    // The same model with every quantized module dequantized.
+    WeightMap plain;
+    for (auto& [name, a] : q.weights()) {
+      const std::string stem = name.size() > 7 ? name.substr(0, name.size() - 7) : name;
+      if (name.size() > 7 && name.substr(name.size() - 7) == ".weight" && q.weights().count(stem + ".scales")) {
+        plain.insert_or_assign(
+            name, dequantize(a, q.weights().at(stem + ".scales"), q.weights().at(stem + ".biases"), 32, bits));
+      } else if (name.find(".scales") == std::string::npos && name.find(".biases") == std::string::npos) {
+        plain.insert_or_assign(name, a);
+      }
+    }
+    ModelConfig plain_config = q.config();
+    plain_config.quantization.reset();
+    plain_config.quantization_overrides.clear();
+    Model d(plain_config, plain);
+    EXPECT_LT(relative_error(q(tokens), d(tokens)), 1e-4) << bits << " bits";
+    if (bits == 8 && q.config().num_experts == 0) {
+      // 8-bit weights stay close to the float model (a check that nothing is scrambled; 4 bits
+      // of these random weights move the logits too far for a bound that means anything, and
+      // in a mixture of experts a router logit moved by rounding can pick another expert,
+      // which changes a token's output discontinuously).
+      EXPECT_LT(relative_error(q(tokens), reshape(ref.logits[2], {1, ref.prompts[2].shape(0), -1})), 0.05);
+    }
+    fs::remove_all(dst);
+  }
+}
+
+// generate(): the streamed pieces add up to the text, which is the decoded tokens; a stop
+// string ends generation and is left out, also when it spans several tokens.
+TEST(LmGenerate, StreamsTextAndStopsAtStopStrings) {
+  auto [model, tokenizer] = nuvec::lm::load(fixture("llama"), float32);
+  std::vector<int> prompt = tokenizer.encode("the people of the world", false);
+  GenerationOptions options;
+  options.max_tokens = 40;
+  options.stop_at_eos = false;
+  std::string streamed;
+  GenerationResult full = generate(model, tokenizer, prompt, options, [&](const std::string& piece) {
+    streamed += piece;
+    return true;
+  });
+  EXPECT_EQ(streamed, full.text);
+  EXPECT_EQ(full.text, tokenizer.decode(full.tokens, true));
+  EXPECT_EQ(full.finish_reason, "length");
+  ASSERT_GT(full.text.size(), 20u);
+  const std::string stop = full.text.substr(full.text.size() / 2, 4);
+  options.stop_strings = {"never in the text \x01", stop};
+  streamed.clear();
+  GenerationResult cut = generate(model, tokenizer, prompt, options, [&](const std::string& piece) {
+    streamed += piece;
+    return true;
+  });
+  EXPECT_EQ(cut.finish_reason, "stop");
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+  EXPECT_EQ(streamed, cut.text);
+  EXPECT_LT(cut.tokens.size(), full.tokens.size());
+  // A callback returning false stops after that piece.
+  int pieces = 0;
+  GenerationResult early = generate(model, tokenizer, prompt, GenerationOptions{.max_tokens = 40, .stop_at_eos = false},
+                                    [&](const std::string&) { return ++pieces < 3; });
+  EXPECT_EQ(early.finish_reason, "stop");
+  EXPECT_LT(early.tokens.size(), full.tokens.size());
+}
+
+// Bad checkpoints end with a clear exception, never a crash.
+TEST(LmModel, BadCheckpointsThrowClearly) {
+  const std::string src = fixture("qwen3");
+  const std::string dir = (fs::temp_directory_path() / "nuvec_lm_bad").string();
+  auto fresh = [&] {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (auto& e : fs::directory_iterator(src)) {
+      fs::copy(e.path(), fs::path(dir) / e.path().filename());
+    }
+  };
+  auto message = [&](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // A truncated shard.
+  fresh();
+  fs::resize_file(fs::path(dir) / "model.safetensors", fs::file_size(fs::path(dir) / "model.safetensors") / 2);
+  EXPECT_NE(message([&] { Model::load(dir); }).find("model.safetensors"), std::string::npos);
+  // A missing shard named by an index.
+  fresh();
+  {
+    std::ofstream f(fs::path(dir) / "model.safetensors.index.json");
+    f << R"({"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors"}})";
+  }
+  EXPECT_NE(message([&] { Model::load(dir); }).find("missing file"), std::string::npos);
+  // An unsupported architecture.
+  fresh();
+  {
+    std::ofstream f(fs::path(dir) / "config.json");
+    f << R"({"model_type": "bert", "architectures": ["BertModel"], "vocab_size": 10})";
+  }
+  EXPECT_NE(message([&] { Model::load(dir); }).find("unsupported model_type 'bert'"), std::string::npos);
+  // A tensor missing from the checkpoint.
+  fresh();
+  {
+    WeightMap w = load_weights(src);
+    w.erase("model.layers.1.mlp.up_proj.weight");
+    fs::remove(fs::path(dir) / "model.safetensors");
+    save_weights(dir, w);
+  }
+  EXPECT_NE(message([&] { Model::load(dir); }).find("model.layers.1.mlp.up_proj.weight"), std::string::npos);
+  // A tokenizer with more tokens than the embedding has rows.
+  fresh();
+  {
+    std::ifstream in(fs::path(src) / "tokenizer.json");
+    nlohmann::json t = nlohmann::json::parse(in);
+    t["added_tokens"].push_back({{"id", 1000}, {"content", "<|extra|>"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+    std::ofstream out(fs::path(dir) / "tokenizer.json");
+    out << t.dump();
+  }
+  EXPECT_NE(message([&] { nuvec::lm::load(dir); }).find("vocab"), std::string::npos);
+  // A prompt longer than the context.
+  Model model = Model::load(src, float32);
+  std::vector<int> long_prompt(model.config().max_position_embeddings, 5);
+  EXPECT_NE(message([&] { generate_tokens(model, long_prompt, {}); }).find("context"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+} // namespace
