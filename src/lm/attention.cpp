@@ -14,6 +14,11 @@ std::string layer_path(int i) {
   return "model.layers." + std::to_string(i);
 }
 
+array norm_weight(const ModelConfig& config, const WeightMap& weights, const std::string& name) {
+  const array& w = weights.at(name);
+  return config.norm_plus_one ? add(w, array(1.0f, w.dtype())) : w;
+}
+
 array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache) {
   const std::string path = layer_path(layer) + ".self_attn";
   const int B = x.shape(0), L = x.shape(1), D = config.head_dim;
@@ -21,14 +26,24 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
   auto heads = [&](const char* proj, int h) {
     return transpose(reshape(linear(config, weights, path + "." + proj, x), {B, L, h, D}), {0, 2, 1, 3});
   };
-  array q = heads("q_proj", Hq), k = heads("k_proj", Hkv), v = heads("v_proj", Hkv);
+  array k = heads("k_proj", Hkv), v = heads("v_proj", Hkv);
+  array q = array(0.0f);
+  std::optional<array> gate;
+  if (config.attention_output_gate) {
+    // Qwen3-Next: per head, D query features then D gate features.
+    array qg = reshape(linear(config, weights, path + ".q_proj", x), {B, L, Hq, 2 * D});
+    q = transpose(slice(qg, {0, 0, 0, 0}, {B, L, Hq, D}), {0, 2, 1, 3});
+    gate = reshape(slice(qg, {0, 0, 0, D}, {B, L, Hq, 2 * D}), {B, L, Hq * D});
+  } else {
+    q = heads("q_proj", Hq);
+  }
 
   std::optional<float> eps;
   std::optional<array> q_norm, k_norm;
   if (config.qk_norm) {
     eps = config.rms_norm_eps;
-    q_norm = weights.at(path + ".q_norm.weight");
-    k_norm = weights.at(path + ".k_norm.weight");
+    q_norm = norm_weight(config, weights, path + ".q_norm.weight");
+    k_norm = norm_weight(config, weights, path + ".k_norm.weight");
   }
   fast::Rotation rot = rotation(config);
   const int offset = cache ? cache->offset : 0;
@@ -44,6 +59,9 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
   }
   array o = fast::scaled_dot_product_attention(q, k, v, 1.0f / std::sqrt(float(D)), L > 1 ? "causal" : "");
   o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, Hq * D});
+  if (gate) {
+    o = multiply(o, sigmoid(*gate));
+  }
   return linear(config, weights, path + ".o_proj", o);
 }
 

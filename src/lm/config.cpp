@@ -91,13 +91,17 @@ void read_rope(const json& j, RopeConfig& rope) {
 
 const std::vector<std::string>& supported_model_types() {
   static const std::vector<std::string> types = {"llama", "mistral", "qwen2", "qwen3",
-                                                 "qwen3_moe"};
+                                                 "qwen3_moe", "qwen3_next"};
   return types;
 }
 
 bool ModelConfig::is_sparse_layer(int i) const {
   return num_experts > 0 && (i + 1) % std::max(decoder_sparse_step, 1) == 0 &&
       std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end();
+}
+
+bool ModelConfig::is_linear_layer(int i) const {
+  return i >= 0 && i < int(layer_types.size()) && layer_types[i] == "linear_attention";
 }
 
 std::optional<QuantizationSpec> ModelConfig::quantization_for(const std::string& path) const {
@@ -161,7 +165,9 @@ ModelConfig ModelConfig::from_json_string(const std::string& text) {
   c.tie_word_embeddings = get_or(j, "tie_word_embeddings", false);
   // Qwen2 always has q/k/v biases (its config has no attention_bias field).
   c.attention_bias = get_or(j, "attention_bias", c.model_type == "qwen2");
-  c.qk_norm = c.model_type == "qwen3" || c.model_type == "qwen3_moe";
+  c.qk_norm = c.model_type == "qwen3" || c.model_type == "qwen3_moe" || c.model_type == "qwen3_next";
+  c.attention_output_gate = c.model_type == "qwen3_next";
+  c.norm_plus_one = c.model_type == "qwen3_next";
   read_rope(j, c.rope);
   if (int(c.head_dim * c.rope.partial_rotary_factor) % 2 != 0) {
     fail("the rotated part of head_dim must be even");
@@ -173,6 +179,37 @@ ModelConfig ModelConfig::from_json_string(const std::string& text) {
   c.decoder_sparse_step = get_or(j, "decoder_sparse_step", 1);
   c.norm_topk_prob = get_or(j, "norm_topk_prob", false);
   c.mlp_only_layers = get_or(j, "mlp_only_layers", std::vector<int>{});
+  c.shared_expert_intermediate_size = get_or(j, "shared_expert_intermediate_size", 0);
+  if (c.model_type == "qwen3_next") {
+    c.layer_types = get_or(j, "layer_types", std::vector<std::string>{});
+    if (c.layer_types.empty()) {
+      // transformers' Qwen3NextConfig: every full_attention_interval-th layer is full.
+      int interval = get_or(j, "full_attention_interval", 4);
+      for (int i = 0; i < c.num_hidden_layers; ++i) {
+        c.layer_types.push_back((i + 1) % interval ? "linear_attention" : "full_attention");
+      }
+    }
+    if (int(c.layer_types.size()) != c.num_hidden_layers) {
+      fail("layer_types has " + std::to_string(c.layer_types.size()) + " entries for " +
+           std::to_string(c.num_hidden_layers) + " layers");
+    }
+    for (auto& t : c.layer_types) {
+      if (t != "linear_attention" && t != "full_attention") {
+        fail("unsupported layer type '" + t + "' (linear_attention, full_attention)");
+      }
+    }
+    c.linear_num_key_heads = get_or(j, "linear_num_key_heads", 0);
+    c.linear_num_value_heads = get_or(j, "linear_num_value_heads", 0);
+    c.linear_key_head_dim = get_or(j, "linear_key_head_dim", 0);
+    c.linear_value_head_dim = get_or(j, "linear_value_head_dim", 0);
+    c.linear_conv_kernel_dim = get_or(j, "linear_conv_kernel_dim", 4);
+    if (c.linear_num_key_heads <= 0 || c.linear_num_value_heads <= 0 || c.linear_key_head_dim <= 0 ||
+        c.linear_value_head_dim <= 0 || c.linear_conv_kernel_dim <= 0 ||
+        c.linear_num_value_heads % c.linear_num_key_heads != 0) {
+      fail("the linear attention needs positive linear_* sizes with linear_num_value_heads a multiple of "
+           "linear_num_key_heads");
+    }
+  }
   if (c.num_experts > 0 &&
       (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts || c.moe_intermediate_size <= 0)) {
     fail("a mixture of experts needs 0 < num_experts_per_tok <= num_experts and a positive "

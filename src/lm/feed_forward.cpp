@@ -75,7 +75,16 @@ array feed_forward(const ModelConfig& config, const WeightMap& weights, int laye
   }
   scores = astype(scores, x.dtype());
   array y = switch_glu(config, weights, path + ".switch_mlp", x, indices); // [B, L, k, H]
-  return sum(multiply(y, expand_dims(scores, -1)), -2);
+  array out = sum(multiply(y, expand_dims(scores, -1)), -2);
+  if (config.shared_expert_intermediate_size > 0) {
+    // Qwen3-Next: + sigmoid(shared_expert_gate(x)) · SwiGLU_shared(x).
+    const std::string s = path + ".shared_expert";
+    array g = linear(config, weights, s + ".gate_proj", x);
+    array u = linear(config, weights, s + ".up_proj", x);
+    array shared = linear(config, weights, s + ".down_proj", multiply(nn::silu(g), u));
+    out = add(out, multiply(sigmoid(linear(config, weights, path + ".shared_expert_gate", x)), shared));
+  }
+  return out;
 }
 
 } // namespace nuvec::lm::detail

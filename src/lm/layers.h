@@ -30,6 +30,13 @@ fast::Rotation rotation(const ModelConfig& config);
 /// layer's keys and values into cache->layers[layer] at cache->offset when a cache is given.
 array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache);
 
+/// The Gated DeltaNet layer `layer` (Qwen3-Next's linear attention) on x [B, L, hidden],
+/// carrying the conv and recurrent state in cache->layers[layer] when a cache is given.
+array linear_attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache);
+
+/// The weight a norm scales by: the tensor `name`, or 1 + it for configs with norm_plus_one.
+array norm_weight(const ModelConfig& config, const WeightMap& weights, const std::string& name);
+
 /// The feed-forward block of layer `layer` on x [B, L, hidden]: SwiGLU, or the sparse MoE
 /// block for the config's sparse layers.
 array feed_forward(const ModelConfig& config, const WeightMap& weights, int layer, const array& x);

@@ -48,8 +48,21 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
     std::string l = layer_path(i);
     out.push_back({l + ".input_layernorm.weight", {H}, Kind::Norm});
     out.push_back({l + ".post_attention_layernorm.weight", {H}, Kind::Norm});
+    if (c.is_linear_layer(i)) {
+      // Qwen3-Next's Gated DeltaNet.
+      const int Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
+      const int Dk = c.linear_key_head_dim, Dv = c.linear_value_head_dim;
+      std::string g = l + ".linear_attn";
+      out.push_back({g + ".in_proj_qkvz", {2 * Hk * Dk + 2 * Hv * Dv, H}, Kind::Linear});
+      out.push_back({g + ".in_proj_ba", {2 * Hv, H}, Kind::Linear});
+      out.push_back({g + ".conv1d.weight", {2 * Hk * Dk + Hv * Dv, 1, c.linear_conv_kernel_dim}, Kind::Norm});
+      out.push_back({g + ".A_log", {Hv}, Kind::Norm});
+      out.push_back({g + ".dt_bias", {Hv}, Kind::Norm});
+      out.push_back({g + ".norm.weight", {Dv}, Kind::Norm});
+      out.push_back({g + ".out_proj", {H, Hv * Dv}, Kind::Linear});
+    } else {
     std::string a = l + ".self_attn";
-    out.push_back({a + ".q_proj", {Hq * D, H}, Kind::Linear});
+    out.push_back({a + ".q_proj", {Hq * D * (c.attention_output_gate ? 2 : 1), H}, Kind::Linear});
     out.push_back({a + ".k_proj", {Hkv * D, H}, Kind::Linear});
     out.push_back({a + ".v_proj", {Hkv * D, H}, Kind::Linear});
     out.push_back({a + ".o_proj", {H, Hq * D}, Kind::Linear});
@@ -62,6 +75,7 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
       out.push_back({a + ".q_norm.weight", {D}, Kind::Norm});
       out.push_back({a + ".k_norm.weight", {D}, Kind::Norm});
     }
+    }
     std::string m = l + ".mlp";
     if (c.is_sparse_layer(i)) {
       const int E = c.num_experts, I = c.moe_intermediate_size;
@@ -69,6 +83,12 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
       out.push_back({m + ".switch_mlp.gate_proj", {E, I, H}, Kind::Linear});
       out.push_back({m + ".switch_mlp.up_proj", {E, I, H}, Kind::Linear});
       out.push_back({m + ".switch_mlp.down_proj", {E, H, I}, Kind::Linear});
+      if (const int S = c.shared_expert_intermediate_size; S > 0) {
+        out.push_back({m + ".shared_expert.gate_proj", {S, H}, Kind::Linear});
+        out.push_back({m + ".shared_expert.up_proj", {S, H}, Kind::Linear});
+        out.push_back({m + ".shared_expert.down_proj", {H, S}, Kind::Linear});
+        out.push_back({m + ".shared_expert_gate", {1, H}, Kind::Linear});
+      }
     } else {
       const int I = c.intermediate_size;
       out.push_back({m + ".gate_proj", {I, H}, Kind::Linear});
@@ -165,11 +185,14 @@ void check_tensors(const ModelConfig& c, const WeightMap& w) {
 // Grows every layer's buffers to hold `needed` positions (in steps of 256, as mlx-lm's
 // KVCache), keeping what they hold.
 void reserve(Cache& cache, int needed, int kv_heads, int head_dim, Dtype dtype) {
-  if (needed <= cache.capacity && !cache.layers.empty() && cache.layers[0].keys.ndim() == 4) {
+  if (needed <= cache.capacity && cache.capacity > 0) {
     return;
   }
   int capacity = std::max(cache.capacity, ((needed + 255) / 256) * 256);
   for (auto& layer : cache.layers) {
+    if (layer.recurrent_state.ndim() > 0) {
+      continue; // a Gated DeltaNet layer: its state does not grow
+    }
     for (array* buffer : {&layer.keys, &layer.values}) {
       array grown = zeros({cache.batch, kv_heads, capacity, head_dim}, dtype);
       if (buffer->ndim() == 4 && cache.offset > 0) {
@@ -233,6 +256,15 @@ Cache Model::make_cache(int batch, int capacity) const {
   Cache cache;
   cache.batch = batch;
   cache.layers.resize(config_.num_hidden_layers);
+  const ModelConfig& c = config_;
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.is_linear_layer(i)) {
+      const int conv_dim = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
+      cache.layers[i].conv_state = zeros({batch, c.linear_conv_kernel_dim - 1, conv_dim}, dtype());
+      cache.layers[i].recurrent_state =
+          zeros({batch, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim}, float32);
+    }
+  }
   reserve(cache, std::max(capacity, 1), config_.num_key_value_heads, config_.head_dim, dtype());
   return cache;
 }
@@ -260,14 +292,15 @@ array Model::forward(const ModelConfig& c, const WeightMap& w, const array& toke
   }
   const float eps = c.rms_norm_eps;
   array h = detail::embedding(c, w, "model.embed_tokens", tokens);
-  array y = fast::rms_norm(h, w.at(layer_path(0) + ".input_layernorm.weight"), eps);
+  auto norm = [&](const std::string& name) { return detail::norm_weight(c, w, name); };
+  array y = fast::rms_norm(h, norm(layer_path(0) + ".input_layernorm.weight"), eps);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    array a = detail::attention(c, w, i, y, cache);
-    std::tie(h, y) = fast::add_rms_norm(a, h, w.at(layer_path(i) + ".post_attention_layernorm.weight"), eps);
+    array a = c.is_linear_layer(i) ? detail::linear_attention(c, w, i, y, cache) : detail::attention(c, w, i, y, cache);
+    std::tie(h, y) = fast::add_rms_norm(a, h, norm(layer_path(i) + ".post_attention_layernorm.weight"), eps);
     array m = detail::feed_forward(c, w, i, y);
     const std::string next = i + 1 < c.num_hidden_layers ? layer_path(i + 1) + ".input_layernorm.weight"
                                                            : std::string("model.norm.weight");
-    std::tie(h, y) = fast::add_rms_norm(m, h, w.at(next), eps);
+    std::tie(h, y) = fast::add_rms_norm(m, h, norm(next), eps);
   }
   if (cache) {
     cache->offset += L;

@@ -56,6 +56,20 @@ struct ModelConfig {
   int decoder_sparse_step = 1;
   bool norm_topk_prob = false;
   std::vector<int> mlp_only_layers;
+  int shared_expert_intermediate_size = 0; ///< Qwen3-Next: a shared expert beside the routed ones.
+
+  // Hybrid models (Qwen3-Next): "full_attention" or "linear_attention" (Gated DeltaNet) per
+  // layer (from layer_types, or every full_attention_interval-th layer full); empty: all full.
+  std::vector<std::string> layer_types;
+  int linear_num_key_heads = 0;
+  int linear_num_value_heads = 0;
+  int linear_key_head_dim = 0;
+  int linear_value_head_dim = 0;
+  int linear_conv_kernel_dim = 4;
+  /// Qwen3-Next: q_proj also gives a per-feature output gate (attention · sigmoid(gate)).
+  bool attention_output_gate = false;
+  /// Qwen3-Next: RMS norms scale by (1 + weight) (Qwen3NextRMSNorm; zero-initialised weights).
+  bool norm_plus_one = false;
 
   std::vector<int> eos_token_ids; ///< From config.json and generation_config.json.
   std::optional<int> bos_token_id;
@@ -68,6 +82,9 @@ struct ModelConfig {
   /// Whether layer `i` uses the sparse MoE block (transformers' Qwen3MoeDecoderLayer rule:
   /// not in mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0).
   bool is_sparse_layer(int i) const;
+
+  /// Whether layer `i` is a Gated DeltaNet (linear attention) layer.
+  bool is_linear_layer(int i) const;
 
   /// The quantization of module `path` (e.g. "model.layers.0.mlp.gate_proj"): its override
   /// when there is one, else the default (nullopt when the model is not quantized).

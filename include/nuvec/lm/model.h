@@ -23,11 +23,15 @@
 
 namespace nuvec::lm {
 
-/// One attention layer's keys and values: [B, Hkv, capacity, head_dim] buffers of which the
-/// first `Cache::offset` positions are filled.
+/// One layer's state. Attention layers: keys and values, [B, Hkv, capacity, head_dim]
+/// buffers of which the first `Cache::offset` positions are filled. Gated DeltaNet layers
+/// (Qwen3-Next): the conv's last K − 1 inputs [B, K − 1, conv channels] and the recurrent
+/// state [B, Hv, Dv, Dk] (float32).
 struct LayerCache {
   array keys = array(0.0f);
   array values = array(0.0f);
+  array conv_state = array(0.0f);
+  array recurrent_state = array(0.0f);
 };
 
 /// The state a model carries from one forward call to the next: every layer's cache and the
