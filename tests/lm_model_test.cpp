@@ -127,7 +127,7 @@ TEST_P(Architectures, BatchRowsAreIndependent) {
   EXPECT_LT(relative_error(slice(both, {1, 0, 0}, {2, 7, both.shape(2)}), model(b)), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lm, Architectures, ::testing::Values("llama", "qwen3", "qwen3_moe", "qwen3_next"));
+INSTANTIATE_TEST_SUITE_P(Lm, Architectures, ::testing::Values("llama", "qwen3", "qwen3_moe", "qwen3_next", "gpt_oss"));
 
 // The tokenizer trained by the tokenizers library gives that library's ids on 2000 lines of
 // mixed text (emoji, CJK, code, whitespace runs), and decodes them back.

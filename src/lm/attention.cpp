@@ -57,7 +57,22 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
   } else {
     k = fast::norm_rope(k, k_norm, eps, rot, 0);
   }
-  array o = fast::scaled_dot_product_attention(q, k, v, 1.0f / std::sqrt(float(D)), L > 1 ? "causal" : "");
+  // yarn scales cos and sin by m, so q·k by m² (rope is linear: scaling the scale is the same).
+  const float m = rope_attention_factor(config);
+  const float scale = m * m / std::sqrt(float(D));
+  array o = array(0.0f);
+  if (config.gpt_oss) {
+    fast::AttentionOptions options;
+    options.mask_mode = L > 1 ? "causal" : "";
+    options.sinks = weights.at(path + ".sinks");
+    if (config.is_sliding_layer(layer)) {
+      options.mask_mode = "causal"; // the window counts from the end of the keys
+      options.window = config.sliding_window;
+    }
+    o = fast::scaled_dot_product_attention(q, k, v, scale, options);
+  } else {
+    o = fast::scaled_dot_product_attention(q, k, v, scale, L > 1 ? "causal" : "");
+  }
   o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, Hq * D});
   if (gate) {
     o = multiply(o, sigmoid(*gate));

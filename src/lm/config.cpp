@@ -78,9 +78,15 @@ void read_rope(const json& j, RopeConfig& rope) {
   rope.high_freq_factor = get_or(p, "high_freq_factor", rope.high_freq_factor);
   rope.original_max_position_embeddings =
       get_or(p, "original_max_position_embeddings", rope.original_max_position_embeddings);
-  static const std::vector<std::string> known = {"default", "linear", "llama3"};
+  rope.beta_fast = get_or(p, "beta_fast", rope.beta_fast);
+  rope.beta_slow = get_or(p, "beta_slow", rope.beta_slow);
+  rope.truncate = get_or(p, "truncate", rope.truncate);
+  if (p.contains("attention_factor") && p["attention_factor"].is_number()) {
+    rope.attention_factor = p["attention_factor"].get<float>();
+  }
+  static const std::vector<std::string> known = {"default", "linear", "llama3", "yarn"};
   if (std::find(known.begin(), known.end(), rope.type) == known.end()) {
-    fail("unsupported rope type '" + rope.type + "' (supported: default, linear, llama3)");
+    fail("unsupported rope type '" + rope.type + "' (supported: default, linear, llama3, yarn)");
   }
   if (rope.type == "llama3" && rope.original_max_position_embeddings <= 0) {
     fail("rope type llama3 needs original_max_position_embeddings");
@@ -91,7 +97,7 @@ void read_rope(const json& j, RopeConfig& rope) {
 
 const std::vector<std::string>& supported_model_types() {
   static const std::vector<std::string> types = {"llama", "mistral", "qwen2", "qwen3",
-                                                 "qwen3_moe", "qwen3_next"};
+                                                 "qwen3_moe", "qwen3_next", "gpt_oss"};
   return types;
 }
 
@@ -102,6 +108,10 @@ bool ModelConfig::is_sparse_layer(int i) const {
 
 bool ModelConfig::is_linear_layer(int i) const {
   return i >= 0 && i < int(layer_types.size()) && layer_types[i] == "linear_attention";
+}
+
+bool ModelConfig::is_sliding_layer(int i) const {
+  return i >= 0 && i < int(layer_types.size()) && layer_types[i] == "sliding_attention";
 }
 
 std::optional<QuantizationSpec> ModelConfig::quantization_for(const std::string& path) const {
@@ -168,6 +178,7 @@ ModelConfig ModelConfig::from_json_string(const std::string& text) {
   c.qk_norm = c.model_type == "qwen3" || c.model_type == "qwen3_moe" || c.model_type == "qwen3_next";
   c.attention_output_gate = c.model_type == "qwen3_next";
   c.norm_plus_one = c.model_type == "qwen3_next";
+  c.gpt_oss = c.model_type == "gpt_oss";
   read_rope(j, c.rope);
   if (int(c.head_dim * c.rope.partial_rotary_factor) % 2 != 0) {
     fail("the rotated part of head_dim must be even");
@@ -176,10 +187,31 @@ ModelConfig ModelConfig::from_json_string(const std::string& text) {
   c.num_experts = get_or(j, "num_experts", get_or(j, "num_local_experts", 0));
   c.num_experts_per_tok = get_or(j, "num_experts_per_tok", 0);
   c.moe_intermediate_size = get_or(j, "moe_intermediate_size", 0);
+  if (c.gpt_oss && c.moe_intermediate_size == 0) {
+    c.moe_intermediate_size = c.intermediate_size; // GPT-OSS's experts use intermediate_size
+  }
   c.decoder_sparse_step = get_or(j, "decoder_sparse_step", 1);
   c.norm_topk_prob = get_or(j, "norm_topk_prob", false);
   c.mlp_only_layers = get_or(j, "mlp_only_layers", std::vector<int>{});
   c.shared_expert_intermediate_size = get_or(j, "shared_expert_intermediate_size", 0);
+  if (c.gpt_oss) {
+    c.sliding_window = get_or(j, "sliding_window", 128);
+    c.swiglu_limit = get_or(j, "swiglu_limit", 7.0f);
+    c.layer_types = get_or(j, "layer_types", std::vector<std::string>{});
+    if (c.layer_types.empty()) {
+      for (int i = 0; i < c.num_hidden_layers; ++i) {
+        c.layer_types.push_back((i + 1) % 2 ? "sliding_attention" : "full_attention");
+      }
+    }
+    if (int(c.layer_types.size()) != c.num_hidden_layers || c.sliding_window <= 0) {
+      fail("gpt_oss needs one layer_types entry per layer and a positive sliding_window");
+    }
+    for (auto& t : c.layer_types) {
+      if (t != "sliding_attention" && t != "full_attention") {
+        fail("unsupported layer type '" + t + "' (sliding_attention, full_attention)");
+      }
+    }
+  }
   if (c.model_type == "qwen3_next") {
     c.layer_types = get_or(j, "layer_types", std::vector<std::string>{});
     if (c.layer_types.empty()) {

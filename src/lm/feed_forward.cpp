@@ -5,7 +5,8 @@
 // with those weights (transformers' Qwen3MoeSparseMoeBlock). The experts run as gather_mm
 // (gather_qmm when quantized) over the stacked [E, out, in] weights; with 64 or more
 // (token, expert) pairs the pairs are sorted by expert first so that each expert's weights are
-// read once (sorted_indices; mlx-lm's SwitchGLU does the same).
+// read once (sorted_indices; mlx-lm's SwitchGLU does the same). GPT-OSS (GptOssMLP): the
+// router's top-k logits softmaxed, experts with biases and a clamped GLU.
 #include "layers.h"
 #include "nuvec/nn/activations.h"
 #include "nuvec/ops.h"
@@ -18,6 +19,11 @@ namespace {
 array expert_linear(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& x,
                     const array& indices, bool sorted) {
   const array& w = weights.at(path + ".weight");
+  // GPT-OSS's experts have biases [E, out]: each row adds its expert's.
+  auto with_bias = [&](const array& y) {
+    auto it = weights.find(path + ".bias");
+    return it == weights.end() ? y : add(y, expand_dims(take(it->second, indices, 0), -2));
+  };
   if (is_quantized(weights, path)) {
     auto spec = config.quantization_for(path);
     if (!spec) {
@@ -27,10 +33,10 @@ array expert_linear(const ModelConfig& config, const WeightMap& weights, const s
     if (auto it = weights.find(path + ".biases"); it != weights.end()) {
       biases = it->second;
     }
-    return gather_qmm(x, w, weights.at(path + ".scales"), biases, std::nullopt, indices, true, spec->group_size,
-                      spec->bits, spec->mode, sorted);
+    return with_bias(gather_qmm(x, w, weights.at(path + ".scales"), biases, std::nullopt, indices, true,
+                                spec->group_size, spec->bits, spec->mode, sorted));
   }
-  return gather_mm(x, swapaxes(w, -1, -2), std::nullopt, indices, sorted);
+  return with_bias(gather_mm(x, swapaxes(w, -1, -2), std::nullopt, indices, sorted));
 }
 
 array switch_glu(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& x,
@@ -40,7 +46,17 @@ array switch_glu(const ModelConfig& config, const WeightMap& weights, const std:
   auto glu = [&](const array& xs, const array& idx, bool sorted) {
     array g = expert_linear(config, weights, path + ".gate_proj", xs, idx, sorted);
     array u = expert_linear(config, weights, path + ".up_proj", xs, idx, sorted);
-    return expert_linear(config, weights, path + ".down_proj", multiply(nn::silu(g), u), idx, sorted);
+    array h = array(0.0f);
+    if (config.gpt_oss) {
+      // GptOssExperts: gate clamped above, up on both sides, (up + 1) · gate · σ(1.702 gate).
+      array limit(config.swiglu_limit, g.dtype());
+      g = minimum(g, limit);
+      u = clip(u, negative(limit), limit);
+      h = multiply(add(u, array(1.0f, u.dtype())), multiply(g, sigmoid(multiply(g, array(1.702f, g.dtype())))));
+    } else {
+      h = multiply(nn::silu(g), u);
+    }
+    return expert_linear(config, weights, path + ".down_proj", h, idx, sorted);
   };
   if (indices.size() < 64) {
     array y = glu(reshape(x, {B, L, 1, 1, H}), indices, false); // [B, L, k, 1, H]
@@ -65,13 +81,22 @@ array feed_forward(const ModelConfig& config, const WeightMap& weights, int laye
     return linear(config, weights, path + ".down_proj", multiply(nn::silu(g), u));
   }
   const int k = config.num_experts_per_tok;
-  array router = linear(config, weights, path + ".gate", x);
-  array probs = softmax(astype(router, float32), -1, /*precise=*/true);
-  array indices = slice(argpartition(negative(probs), k - 1, -1), {0, 0, 0},
-                        {probs.shape(0), probs.shape(1), k});
-  array scores = take_along_axis(probs, indices, -1);
-  if (config.norm_topk_prob) {
-    scores = divide(scores, sum(scores, -1, true));
+  auto top_k = [&](const array& values) {
+    return slice(argpartition(negative(values), k - 1, -1), {0, 0, 0}, {values.shape(0), values.shape(1), k});
+  };
+  array indices = array(0), scores = array(0.0f);
+  if (config.gpt_oss) {
+    // GptOssTopKRouter: the top-k logits (with the router's bias), softmaxed among themselves.
+    array logits = linear(config, weights, path + ".router", x);
+    indices = top_k(logits);
+    scores = softmax(take_along_axis(logits, indices, -1), -1, true);
+  } else {
+    array probs = softmax(astype(linear(config, weights, path + ".gate", x), float32), -1, /*precise=*/true);
+    indices = top_k(probs);
+    scores = take_along_axis(probs, indices, -1);
+    if (config.norm_topk_prob) {
+      scores = divide(scores, sum(scores, -1, true));
+    }
   }
   scores = astype(scores, x.dtype());
   array y = switch_glu(config, weights, path + ".switch_mlp", x, indices); // [B, L, k, H]

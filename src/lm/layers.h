@@ -22,9 +22,14 @@ array linear(const ModelConfig& config, const WeightMap& weights, const std::str
 /// after the rows are taken.
 array embedding(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& tokens);
 
-/// The rotation of the config's rope: default or linear (rope's base and scale), llama3
-/// (frequencies as transformers' modeling_rope_utils computes them, given to rope as periods).
+/// The rotation of the config's rope: default or linear (rope's base and scale), llama3 or
+/// yarn (frequencies as transformers' modeling_rope_utils computes them, given to rope as
+/// periods).
 fast::Rotation rotation(const ModelConfig& config);
+
+/// The factor yarn multiplies cos and sin by (transformers' attention_scaling; 1 for other
+/// rope types): scores grow by its square.
+float rope_attention_factor(const ModelConfig& config);
 
 /// Self-attention of layer `layer` on x [B, L, hidden] (already normalised), writing the
 /// layer's keys and values into cache->layers[layer] at cache->offset when a cache is given.

@@ -71,6 +71,10 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
       out.push_back({a + ".k_proj.bias", {Hkv * D}, Kind::Bias});
       out.push_back({a + ".v_proj.bias", {Hkv * D}, Kind::Bias});
     }
+    if (c.gpt_oss) {
+      out.push_back({a + ".o_proj.bias", {H}, Kind::Bias});
+      out.push_back({a + ".sinks", {Hq}, Kind::Bias});
+    }
     if (c.qk_norm) {
       out.push_back({a + ".q_norm.weight", {D}, Kind::Norm});
       out.push_back({a + ".k_norm.weight", {D}, Kind::Norm});
@@ -79,10 +83,16 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
     std::string m = l + ".mlp";
     if (c.is_sparse_layer(i)) {
       const int E = c.num_experts, I = c.moe_intermediate_size;
-      out.push_back({m + ".gate", {E, H}, Kind::Linear});
+      out.push_back({m + (c.gpt_oss ? ".router" : ".gate"), {E, H}, Kind::Linear});
       out.push_back({m + ".switch_mlp.gate_proj", {E, I, H}, Kind::Linear});
       out.push_back({m + ".switch_mlp.up_proj", {E, I, H}, Kind::Linear});
       out.push_back({m + ".switch_mlp.down_proj", {E, H, I}, Kind::Linear});
+      if (c.gpt_oss) {
+        out.push_back({m + ".router.bias", {E}, Kind::Bias});
+        out.push_back({m + ".switch_mlp.gate_proj.bias", {E, I}, Kind::Bias});
+        out.push_back({m + ".switch_mlp.up_proj.bias", {E, I}, Kind::Bias});
+        out.push_back({m + ".switch_mlp.down_proj.bias", {E, H}, Kind::Bias});
+      }
       if (const int S = c.shared_expert_intermediate_size; S > 0) {
         out.push_back({m + ".shared_expert.gate_proj", {S, H}, Kind::Linear});
         out.push_back({m + ".shared_expert.up_proj", {S, H}, Kind::Linear});
@@ -113,6 +123,25 @@ void stack_experts(const ModelConfig& c, WeightMap& w) {
     }
     std::string m = layer_path(i) + ".mlp";
     if (w.count(m + ".switch_mlp.gate_proj.weight")) {
+      continue;
+    }
+    if (c.gpt_oss && w.count(m + ".experts.gate_up_proj")) {
+      // transformers' GptOssExperts: gate_up_proj [E, H, 2I] with gate and up interleaved
+      // (columns 0::2 and 1::2), down_proj [E, I, H]; biases [E, 2I] and [E, H].
+      array gate_up = w.at(m + ".experts.gate_up_proj");
+      array gate_up_bias = w.at(m + ".experts.gate_up_proj_bias");
+      const int E = gate_up.shape(0), H = gate_up.shape(1), I2 = gate_up.shape(2);
+      for (int part = 0; part < 2; ++part) {
+        std::string name = m + (part == 0 ? ".switch_mlp.gate_proj" : ".switch_mlp.up_proj");
+        w.insert_or_assign(name + ".weight", swapaxes(slice(gate_up, {0, 0, part}, {E, H, I2}, {1, 1, 2}), 1, 2));
+        w.insert_or_assign(name + ".bias", slice(gate_up_bias, {0, part}, {E, I2}, {1, 2}));
+      }
+      w.insert_or_assign(m + ".switch_mlp.down_proj.weight", swapaxes(w.at(m + ".experts.down_proj"), 1, 2));
+      w.insert_or_assign(m + ".switch_mlp.down_proj.bias", w.at(m + ".experts.down_proj_bias"));
+      for (const char* name : {".experts.gate_up_proj", ".experts.gate_up_proj_bias", ".experts.down_proj",
+                               ".experts.down_proj_bias"}) {
+        w.erase(m + name);
+      }
       continue;
     }
     if (auto it = w.find(m + ".experts.gate_up_proj"); it != w.end()) {

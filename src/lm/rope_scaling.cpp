@@ -1,6 +1,8 @@
-// Rotary frequencies of the config's rope type (src/lm/layers.h). The llama3 rule is
-// transformers' _compute_llama3_parameters (modeling_rope_utils.py), in float32 as there, so
-// that the angles match transformers' to the last bit where possible.
+// Rotary frequencies of the config's rope type (src/lm/layers.h). The llama3 and yarn rules
+// are transformers' _compute_llama3_parameters and _compute_yarn_parameters
+// (modeling_rope_utils.py; YaRN: Peng et al. 2023), in float32 as there, so that the angles
+// match transformers' to the last bit where possible.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -33,8 +35,48 @@ fast::Rotation rotation(const ModelConfig& config) {
     }
     r.base = std::nullopt;
     r.freqs = array(periods.data(), {dims / 2}, float32);
+  } else if (rope.type == "yarn") {
+    const double pi = 3.14159265358979323846;
+    const double base = rope.theta;
+    const double orig = rope.original_max_position_embeddings > 0 ? rope.original_max_position_embeddings
+                                                                   : config.max_position_embeddings;
+    auto correction_dim = [&](double rotations) {
+      return dims * std::log(orig / (rotations * 2 * pi)) / (2 * std::log(base));
+    };
+    double low = correction_dim(rope.beta_fast), high = correction_dim(rope.beta_slow);
+    if (rope.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, double(dims - 1));
+    if (low == high) {
+      high += 0.001;
+    }
+    std::vector<float> periods(dims / 2);
+    for (int i = 0; i < dims / 2; ++i) {
+      float pos_freq = std::pow(rope.theta, float(2 * i) / float(dims));
+      float extrapolation = 1.0f / pos_freq, interpolation = 1.0f / (rope.factor * pos_freq);
+      float ramp = std::clamp(float((i - low) / (high - low)), 0.0f, 1.0f);
+      float extrapolation_factor = 1.0f - ramp;
+      float inv_freq = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;
+      periods[i] = 1.0f / inv_freq;
+    }
+    r.base = std::nullopt;
+    r.freqs = array(periods.data(), {dims / 2}, float32);
   }
   return r;
+}
+
+float rope_attention_factor(const ModelConfig& config) {
+  const RopeConfig& rope = config.rope;
+  if (rope.type != "yarn") {
+    return 1.0f;
+  }
+  if (rope.attention_factor) {
+    return *rope.attention_factor;
+  }
+  return rope.factor <= 1.0f ? 1.0f : 0.1f * std::log(rope.factor) + 1.0f;
 }
 
 } // namespace nuvec::lm::detail

@@ -24,11 +24,15 @@ struct QuantizationSpec {
 /// Rotary embedding parameters (transformers' rope_parameters / rope_scaling).
 struct RopeConfig {
   float theta = 10000.0f;       ///< rope_theta.
-  std::string type = "default"; ///< rope_type: "default", "linear" or "llama3".
-  float factor = 1.0f;          ///< Scaling factor ("linear", "llama3").
+  std::string type = "default"; ///< rope_type: "default", "linear", "llama3" or "yarn".
+  float factor = 1.0f;          ///< Scaling factor ("linear", "llama3", "yarn").
   float low_freq_factor = 1.0f;  ///< llama3.
   float high_freq_factor = 4.0f; ///< llama3.
-  int original_max_position_embeddings = 0; ///< llama3.
+  int original_max_position_embeddings = 0; ///< llama3, yarn.
+  float beta_fast = 32.0f;                   ///< yarn.
+  float beta_slow = 1.0f;                    ///< yarn.
+  bool truncate = true;                      ///< yarn: round the correction range outwards.
+  std::optional<float> attention_factor;     ///< yarn: cos/sin scale (default 0.1 ln(factor) + 1).
   float partial_rotary_factor = 1.0f;    ///< The fraction of head_dim that is rotated.
 };
 
@@ -58,8 +62,9 @@ struct ModelConfig {
   std::vector<int> mlp_only_layers;
   int shared_expert_intermediate_size = 0; ///< Qwen3-Next: a shared expert beside the routed ones.
 
-  // Hybrid models (Qwen3-Next): "full_attention" or "linear_attention" (Gated DeltaNet) per
-  // layer (from layer_types, or every full_attention_interval-th layer full); empty: all full.
+  // Per-layer kinds: "full_attention", "linear_attention" (Qwen3-Next's Gated DeltaNet; from
+  // layer_types, or every full_attention_interval-th layer full) or "sliding_attention"
+  // (GPT-OSS: causal attention over the last sliding_window keys); empty: all full.
   std::vector<std::string> layer_types;
   int linear_num_key_heads = 0;
   int linear_num_value_heads = 0;
@@ -70,6 +75,11 @@ struct ModelConfig {
   bool attention_output_gate = false;
   /// Qwen3-Next: RMS norms scale by (1 + weight) (Qwen3NextRMSNorm; zero-initialised weights).
   bool norm_plus_one = false;
+  int sliding_window = 0; ///< GPT-OSS: keys a sliding_attention layer sees.
+  /// GPT-OSS: learned attention sinks, a router with a bias whose top-k logits are
+  /// softmaxed, and experts with biases and the clamped GLU (limit swiglu_limit, α 1.702).
+  bool gpt_oss = false;
+  float swiglu_limit = 7.0f;
 
   std::vector<int> eos_token_ids; ///< From config.json and generation_config.json.
   std::optional<int> bos_token_id;
@@ -85,6 +95,9 @@ struct ModelConfig {
 
   /// Whether layer `i` is a Gated DeltaNet (linear attention) layer.
   bool is_linear_layer(int i) const;
+
+  /// Whether layer `i` attends over a sliding window of sliding_window keys.
+  bool is_sliding_layer(int i) const;
 
   /// The quantization of module `path` (e.g. "model.layers.0.mlp.gate_proj"): its override
   /// when there is one, else the default (nullopt when the model is not quantized).
