@@ -1,13 +1,17 @@
 // nuvec: the collective ops (MLX's distributed/ops.cpp): each checks its arguments and
 // records one node of src/distributed/primitives.h over the group (init()'s by default). A
 // group of one process needs no communication: the reductions and the gather are the
-// identity there (MLX's shortcut), sum_scatter too, and send/recv have no peer.
+// identity there (MLX's shortcut), sum_scatter too, and send/recv have no peer. An NCCL group
+// takes GPU streams only, and reduces no 16-bit integers; both are checked before the
+// shortcut, so a program that runs on one GPU runs on several.
 #include "nuvec/distributed/ops.h"
 
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
+#include "distributed/nccl/nccl.h"
 #include "distributed/primitives.h"
 #include "nuvec/ops.h"
 
@@ -32,6 +36,13 @@ void check_dtype(const array& x, const char* op, bool ordered) {
   }
 }
 
+// What the group's backend cannot do: NCCL moves GPU buffers only, and has no 16-bit integers.
+void check_backend(const Group& g, Dtype dtype, StreamOrDevice s, const char* op, bool reduces) {
+  if (std::string_view(g.raw_group()->backend()) != "nccl") return;
+  if (to_stream(s).device == Device::cpu) nccl::throw_not_on_gpu(op);
+  if (reduces && (dtype == int16 || dtype == uint16)) nccl::throw_no_reduction(op, dtype);
+}
+
 void check_peer(const Group& g, int peer, const char* op, const char* what) {
   if (g.size() == 1) {
     throw std::invalid_argument(std::string("[") + op + "] a group of one process has no peer to exchange with.");
@@ -50,6 +61,7 @@ void check_peer(const Group& g, int peer, const char* op, const char* what) {
 array reduce(const array& x, std::optional<Group> group, StreamOrDevice s, detail::ReduceOp op, const char* name) {
   check_dtype(x, name, op != detail::ReduceOp::sum);
   const Group g = resolve(group);
+  check_backend(g, x.dtype(), s, name, true);
   if (g.size() == 1) return x;
   return array(x.shape(), x.dtype(), std::make_shared<AllReduce>(to_stream(s), g, op), {x});
 }
@@ -70,6 +82,7 @@ array all_min(const array& x, std::optional<Group> group, StreamOrDevice s) {
 
 array all_gather(const array& x, std::optional<Group> group, StreamOrDevice s) {
   const Group g = resolve(group);
+  check_backend(g, x.dtype(), s, "all_gather", false);
   if (g.size() == 1) return x;
   auto p = std::make_shared<AllGather>(to_stream(s), g);
   Shape shape = p->output_shapes({x})[0];
@@ -83,6 +96,7 @@ array sum_scatter(const array& x, std::optional<Group> group, StreamOrDevice s) 
         "[sum_scatter] the first axis of x " + shape_str(x.shape()) + " must split evenly over the group of " +
         std::to_string(g.size()) + " processes.");
   }
+  check_backend(g, x.dtype(), s, "sum_scatter", true);
   if (g.size() == 1) return x;
   auto p = std::make_shared<ReduceScatter>(to_stream(s), g);
   Shape shape = p->output_shapes({x})[0];
@@ -91,12 +105,14 @@ array sum_scatter(const array& x, std::optional<Group> group, StreamOrDevice s) 
 
 array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s) {
   const Group g = resolve(group);
+  check_backend(g, x.dtype(), s, "send", false);
   check_peer(g, dst, "send", "destination");
   return array(x.shape(), x.dtype(), std::make_shared<Send>(to_stream(s), g, dst), {x});
 }
 
 array recv(Shape shape, Dtype dtype, int src, std::optional<Group> group, StreamOrDevice s) {
   const Group g = resolve(group);
+  check_backend(g, dtype, s, "recv", false);
   check_peer(g, src, "recv", "source");
   for (auto d : shape) {
     if (d < 0) throw std::invalid_argument("[recv] negative dimension in shape " + shape_str(shape) + ".");

@@ -1,7 +1,8 @@
 // nuvec: the collective primitives (MLX's distributed/primitives.h): AllReduce (sum, max,
 // min), AllGather, ReduceScatter (sum_scatter), Send and Recv. Each holds its Group and runs
-// on the CPU through the group's backend (src/distributed/mpi/ for MPI); on the GPU through
-// host copies (cu::eval_on_host) until the NCCL backend lands. Rules in primitives.cpp,
+// on the CPU through the group's backend (src/distributed/mpi/ for MPI); on the GPU on device
+// buffers over an NCCL group, through host copies (cu::eval_on_host) over the others
+// (src/backend/cuda/distributed/primitives.cpp). Rules in primitives.cpp,
 // MLX's and shared/seeds/000's: each process's loss is its own, so a reduction passes the
 // cotangent through (the convention under which a tensor-parallel layer's gradients equal the
 // single-process model's), a gather's input gets the cotangent's rows of this rank.

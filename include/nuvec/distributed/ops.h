@@ -12,7 +12,8 @@
 namespace nuvec::distributed {
 
 /// The element-wise sum of x over every process of group (default: init()). Shapes and
-/// dtypes: x's. Throws std::invalid_argument for a group nuvec cannot communicate over.
+/// dtypes: x's. Throws std::invalid_argument for a group nuvec cannot communicate over; over
+/// an NCCL group, for a CPU stream (every op here) and for int16 or uint16 (the reductions).
 array all_sum(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 /// The element-wise maximum / minimum over the group.
 array all_max(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "distributed/mpi/mpi.h"
+#include "distributed/timeout.h"
 #include "nuvec/types/half_types.h"
 
 namespace nuvec::distributed::mpi {
@@ -186,15 +187,6 @@ Dtype dtype_of(int64_t val) {
 std::string describe(const Signature& s) {
   return dtype_name(dtype_of(s.dtype)) + " " +
       shape_str(s.dims, static_cast<int>(std::min<int64_t>(s.ndim, kMaxAxes)));
-}
-
-// NUVEC_DISTRIBUTED_TIMEOUT in seconds (default 600; 0 or negative: no deadline).
-double timeout_seconds() {
-  static const double t = [] {
-    const char* v = std::getenv("NUVEC_DISTRIBUTED_TIMEOUT");
-    return v != nullptr ? std::atof(v) : 600.0;
-  }();
-  return t;
 }
 
 // Waits for `req`: polls (spinning for 5 ms, then napping 20 us, from 0.1 s on 1 ms) until it
@@ -381,6 +373,22 @@ std::shared_ptr<detail::GroupImpl> init() {
     world = std::make_shared<MpiGroup>(MPI_COMM_WORLD, false);
   }
   return world;
+}
+
+void broadcast(void* data, int bytes, int root) {
+  MPI_Request req;
+  check(MPI_Ibcast(data, bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req), "MPI_Ibcast");
+  wait(req, MPI_COMM_WORLD, "distributed::init");
+}
+
+int local_rank() {
+  if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) return std::atoi(v);
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
 }
 
 } // namespace nuvec::distributed::mpi

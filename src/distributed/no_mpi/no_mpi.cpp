@@ -2,6 +2,8 @@
 // libopenmpi-dev and openmpi-bin provide it, scripts/setup.sh installs them).
 #include "distributed/mpi/mpi.h"
 
+#include <stdexcept>
+
 namespace nuvec::distributed::mpi {
 
 bool is_available() {
@@ -10,6 +12,14 @@ bool is_available() {
 
 std::shared_ptr<detail::GroupImpl> init() {
   return nullptr;
+}
+
+void broadcast(void*, int, int) {
+  throw std::runtime_error("[distributed] nuvec was built without MPI: nothing to broadcast over.");
+}
+
+int local_rank() {
+  return 0;
 }
 
 } // namespace nuvec::distributed::mpi
