@@ -311,8 +311,13 @@ std::string ModelConfig::to_json_string() const {
   static const std::map<std::string, std::string> arch = {
       {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
       {"qwen3", "Qwen3ForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+  auto it = arch.find(model_type);
+  if (it == arch.end()) {
+    fail("to_json_string writes llama, mistral, qwen2, qwen3 and qwen3_moe configs, not '" + model_type + "'");
+  }
   json j;
-  j["architectures"] = {arch.at(model_type)};
+  j["architectures"] = {it->second};
+  j["hidden_act"] = "silu";
   j["model_type"] = model_type;
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;

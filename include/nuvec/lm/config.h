@@ -115,8 +115,9 @@ struct ModelConfig {
   /// from_json_string otherwise.
   static ModelConfig from_dir(const std::string& dir);
 
-  /// The config.json text transformers writes for this config (used by `nuvec-lm train` and
-  /// `convert`).
+  /// The config.json text transformers writes for this config (used by `nuvec-lm train`).
+  /// Throws std::invalid_argument for the model types it does not write (qwen3_next, gpt_oss,
+  /// whose directories keep their own config.json).
   std::string to_json_string() const;
 };
 
