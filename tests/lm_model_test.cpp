@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -24,8 +25,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// tests/data/lm/<arch> (NUVEC_LM_TEST_DATA replaces tests/data/lm for a binary run elsewhere).
 std::string fixture(const std::string& arch) {
-  return (fs::path(__FILE__).parent_path() / "data" / "lm" / arch).string();
+  const char* root = std::getenv("NUVEC_LM_TEST_DATA");
+  return ((root ? fs::path(root) : fs::path(__FILE__).parent_path() / "data" / "lm") / arch).string();
 }
 
 // max |a - b| / max |b|: the relative error of a whole logits array.
