@@ -1,17 +1,29 @@
 // nuvec-lm: run language models from Hugging Face / mlx-lm model directories.
 //   nuvec-lm generate --model DIR --prompt TEXT [sampling flags]
+//   nuvec-lm chat     --model DIR [--system TEXT]            (stdin lines are user turns)
 //   nuvec-lm convert  --model DIR --out DIR2 [--quantize --bits 4 --group-size 64] [--dtype T]
+//   nuvec-lm train    [--data DIR] [--out DIR] [--steps N]   (a small Llama from scratch)
 // Library: include/nuvec/lm/lm.h. Tokens are printed as they are produced; the timings go to
 // stderr.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <iomanip>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "nuvec/device.h"
+#include "nuvec/lm/chat_template.h"
 #include "nuvec/lm/lm.h"
+#include "nuvec/lm/train.h"
+#include "report.h"
 
 namespace nx = nuvec;
 namespace lm = nuvec::lm;
@@ -23,7 +35,9 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  generate   complete a prompt:   nuvec-lm generate --model DIR --prompt TEXT\n"
+    "  chat       converse (stdin):    nuvec-lm chat --model DIR [--system TEXT]\n"
     "  convert    cast or quantize:    nuvec-lm convert --model DIR --out DIR2 --quantize\n"
+    "  train      train from scratch:  nuvec-lm train [--data DIR] [--out DIR] [--steps N]\n"
     "\n"
     "generate flags:\n"
     "  --model DIR             a Hugging Face or mlx-lm model directory (config.json,\n"
@@ -38,13 +52,43 @@ const char* kUsage =
     "  --dtype T               float32, bfloat16 or float16 (default: the checkpoint's)\n"
     "  --device cpu|gpu        where to run (default: gpu when there is one)\n"
     "\n"
+    "chat flags: generate's (but --prompt), and\n"
+    "  --system TEXT           a system message first\n"
+    "  --chat-template FILE    a Jinja chat template instead of the model's\n"
+    "  --no-thinking           enable_thinking=false for templates that have it (Qwen3)\n"
+    "  each stdin line is a user turn; /reset starts over, /exit ends\n"
+    "\n"
     "convert flags:\n"
     "  --model DIR --out DIR2  input and output directories\n"
     "  --quantize              quantize linear and embedding layers (mlx-lm's layout)\n"
     "  --bits B                2, 3, 4, 5, 6 or 8 (default 4)\n"
     "  --group-size G          32, 64 or 128 (default 64)\n"
     "  --mode M                affine, mxfp4, mxfp8 or nvfp4 (default affine)\n"
-    "  --dtype T               cast the floating weights first\n";
+    "  --dtype T               cast the floating weights first\n"
+    "\n"
+    "train flags (a small Llama on Debian's fortune cookies; about 5 minutes on 2 CPU cores):\n"
+    "  --data DIR              text files to learn (default /usr/share/games/fortunes, from\n"
+    "                          apt-get install fortunes fortunes-min); lines holding only \"%\"\n"
+    "                          separate documents\n"
+    "  --out DIR               checkpoint directory, Hugging Face layout (default lm-run)\n"
+    "  --layers N --hidden N --heads N --kv-heads N --intermediate N   model sizes\n"
+    "                          (default 4, 128, 4, 4, 384)\n"
+    "  --context N             tokens per sequence (default 128)\n"
+    "  --vocab N               BPE vocabulary size (default 2048)\n"
+    "  --steps N --batch N     updates and sequences per update (default 1200, 8)\n"
+    "  --lr X --min-lr X --warmup N   AdamW peak rate, cosine floor, warm-up steps\n"
+    "                          (default 3e-3, lr / 10, 50)\n"
+    "  --weight-decay X --grad-clip X  (default 0.1 on matrices, 1.0)\n"
+    "  --dtype T               float32 or bfloat16/float16 compute with float32 master weights\n"
+    "                          (default bfloat16 on the gpu, float32 on the cpu)\n"
+    "  --seed N                initialisation, held-out split and batches (default 0)\n"
+    "  --eval-every N --eval-fraction X --eval-tokens N   held-out loss every N steps on\n"
+    "                          the first N tokens of X of the documents (default 100, 0.05, 16384)\n"
+    "  --save-every N          checkpoint every N steps and at the end (default 300)\n"
+    "  --resume                continue the run in --out (its settings are the defaults)\n"
+    "  --no-plot               no PNG of the loss curve (loss.csv is always written)\n"
+    "  --progress / --no-progress   force the progress bar on or off\n"
+    "  --device cpu|gpu        where to run (default: gpu when there is one)\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::cerr << "nuvec-lm: " << msg << "\n\n" << kUsage;
@@ -132,14 +176,11 @@ void pick_device(const Flags& f) {
   nx::set_default_device(nx::Device(d == "gpu" ? nx::Device::gpu : nx::Device::cpu));
 }
 
-int cmd_generate(int argc, char** argv) {
-  Flags f = parse(argc, argv, {"ignore-eos"},
-                  {"model", "prompt", "max-tokens", "temp", "top-k", "top-p", "min-p", "repetition-penalty",
-                   "seed", "stop", "dtype", "device"});
-  if (!f.has("model") || !f.has("prompt")) {
-    usage_error("generate needs --model and --prompt");
-  }
-  pick_device(f);
+// The sampling and stopping flags generate and chat share.
+const std::vector<std::string> kGenerationFlags = {"max-tokens", "temp", "top-k", "top-p", "min-p",
+                                                   "repetition-penalty", "seed", "stop", "dtype", "device"};
+
+lm::GenerationOptions generation_options(const Flags& f) {
   lm::GenerationOptions o;
   o.max_tokens = int(f.number("max-tokens", 256, 1, 1e9));
   o.sampling.temperature = float(f.number("temp", 0, 0, 1e6));
@@ -155,18 +196,95 @@ int cmd_generate(int argc, char** argv) {
     o.stop_strings.push_back(it->second);
   }
   o.stop_at_eos = !f.has("ignore-eos");
-  auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
-  std::vector<int> prompt = tokenizer.encode(f.get("prompt"), true);
-  lm::GenerationResult r = lm::generate(model, tokenizer, prompt, o, [](const std::string& piece) {
-    std::cout << piece << std::flush;
-    return true;
-  });
-  std::cout << "\n";
+  return o;
+}
+
+void print_stats(const lm::GenerationResult& r) {
   int n = int(r.tokens.size());
   std::cerr << "prompt: " << r.prompt_tokens << " tokens, " << (r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0)
             << " tokens/s\n"
             << "generation: " << n << " tokens, " << (n > 1 && r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0)
             << " tokens/s (" << r.finish_reason << ")\n";
+}
+
+bool print_piece(const std::string& piece) {
+  std::cout << piece << std::flush;
+  return true;
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+int cmd_generate(int argc, char** argv) {
+  Flags f = parse(argc, argv, {"ignore-eos"}, with({"model", "prompt"}, kGenerationFlags));
+  if (!f.has("model") || !f.has("prompt")) {
+    usage_error("generate needs --model and --prompt");
+  }
+  pick_device(f);
+  lm::GenerationOptions o = generation_options(f);
+  auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
+  std::vector<int> prompt = tokenizer.encode(f.get("prompt"), true);
+  lm::GenerationResult r = lm::generate(model, tokenizer, prompt, o, print_piece);
+  std::cout << "\n";
+  print_stats(r);
+  return 0;
+}
+
+// A conversation on stdin: each line is a user turn, rendered with the model's chat template
+// (tokenizer_config.json or chat_template.jinja, or --chat-template FILE) and answered;
+// "/reset" starts over, "/exit" or the end of input ends.
+int cmd_chat(int argc, char** argv) {
+  Flags f = parse(argc, argv, {"ignore-eos", "no-thinking"},
+                  with({"model", "system", "chat-template"}, kGenerationFlags));
+  if (!f.has("model")) {
+    usage_error("chat needs --model");
+  }
+  pick_device(f);
+  lm::GenerationOptions o = generation_options(f);
+  auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
+  lm::ChatTemplate chat_template = [&] {
+    if (!f.has("chat-template")) {
+      return lm::ChatTemplate::from_tokenizer_config(f.get("model"));
+    }
+    std::ifstream in(f.get("chat-template"));
+    if (!in) {
+      throw std::runtime_error("cannot read " + f.get("chat-template"));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return lm::ChatTemplate(ss.str());
+  }();
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  if (f.has("no-thinking")) {
+    extra["enable_thinking"] = false;
+  }
+  auto fresh = [&] {
+    nlohmann::ordered_json m = nlohmann::ordered_json::array();
+    if (f.has("system")) {
+      m.push_back({{"role", "system"}, {"content", f.get("system")}});
+    }
+    return m;
+  };
+  nlohmann::ordered_json messages = fresh();
+  std::string line;
+  while (std::cout << "> " << std::flush, std::getline(std::cin, line)) {
+    if (line == "/exit") {
+      break;
+    }
+    if (line == "/reset") {
+      messages = fresh();
+      continue;
+    }
+    messages.push_back({{"role", "user"}, {"content", line}});
+    std::string text = lm::apply_chat_template(chat_template, messages, true, extra);
+    // The template writes the special tokens itself (transformers: add_special_tokens=False).
+    lm::GenerationResult r = lm::generate(model, tokenizer, tokenizer.encode(text, false), o, print_piece);
+    std::cout << "\n";
+    print_stats(r);
+    messages.push_back({{"role", "assistant"}, {"content", r.text}});
+  }
   return 0;
 }
 
@@ -186,6 +304,184 @@ int cmd_convert(int argc, char** argv) {
   return 0;
 }
 
+
+// nuvec-lm train: the corpus, a Trainer (include/nuvec/lm/train.h), a progress bar and the
+// held-out loss every --eval-every steps, the loss curve as CSV and PNG, then samples.
+int cmd_train(int argc, char** argv) {
+  Flags f = parse(argc, argv, {"resume", "no-plot", "progress", "no-progress"},
+                  {"data", "out", "layers", "hidden", "heads", "kv-heads", "intermediate", "context", "vocab",
+                   "steps", "batch", "lr", "min-lr", "warmup", "weight-decay", "grad-clip", "dtype", "seed",
+                   "eval-every", "eval-fraction", "eval-tokens", "save-every", "device"});
+  pick_device(f);
+  const bool on_gpu = nx::default_device() == nx::Device::gpu;
+  lm::TrainOptions o;
+  const std::string out = f.get("out", o.out);
+  if (f.has("resume")) {
+    try {
+      o = lm::read_train_options(out); // the saved run's settings are the defaults
+    } catch (const std::exception& e) {
+      std::cerr << "nuvec-lm train: --resume: no run to continue in " << out << " (" << e.what()
+                << ").\nRun without --resume first, or point --out at that run's directory.\n";
+      return 3;
+    }
+    o.resume = true;
+  } else {
+    o.data = lm::kFortunesDir;
+    o.dtype = on_gpu ? nx::bfloat16 : nx::float32;
+  }
+  o.out = out;
+  o.data = f.get("data", o.data);
+  auto count = [&](const char* name, auto& field, double lo) {
+    field = static_cast<std::remove_reference_t<decltype(field)>>(f.number(name, double(field), lo, 1e12));
+  };
+  count("layers", o.layers, 1);
+  count("hidden", o.hidden, 1);
+  count("heads", o.heads, 1);
+  count("kv-heads", o.kv_heads, 1);
+  count("intermediate", o.intermediate, 1);
+  count("context", o.context, 2);
+  count("vocab", o.vocab, 257);
+  count("steps", o.steps, 1);
+  count("batch", o.batch, 1);
+  count("warmup", o.warmup, 0);
+  count("seed", o.seed, 0);
+  count("eval-every", o.eval_every, 0);
+  count("eval-tokens", o.eval_tokens, 0);
+  count("save-every", o.save_every, 0);
+  o.lr = f.number("lr", o.lr, 1e-12, 10);
+  o.min_lr = f.number("min-lr", f.has("lr") && !f.has("min-lr") ? o.lr / 10 : o.min_lr, 0, 10);
+  o.weight_decay = f.number("weight-decay", o.weight_decay, 0, 10);
+  o.grad_clip = f.number("grad-clip", o.grad_clip, 0, 1e12);
+  o.eval_fraction = f.number("eval-fraction", o.eval_fraction, 0, 0.5);
+  if (auto d = dtype_flag(f)) o.dtype = *d;
+  if (!o.resume && !f.has("warmup")) o.warmup = std::min<int64_t>(o.warmup, o.steps / 10); // short runs
+  const bool progress = f.has("progress") || (!f.has("no-progress") && isatty(STDOUT_FILENO));
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  const auto t_start = clock::now();
+
+  lm::Corpus corpus;
+  try {
+    corpus = lm::read_corpus(o.data);
+  } catch (const std::exception& e) {
+    std::cerr << "nuvec-lm train: cannot read the corpus: " << e.what() << "\n";
+    if (o.data == lm::kFortunesDir) {
+      std::cerr << "The default corpus is Debian's fortune cookies: sudo apt-get install fortunes fortunes-min\n"
+                   "(or point --data at a directory of text files).\n";
+    }
+    return 2;
+  }
+  std::cout << "nuvec-lm train: " << corpus.documents.size() << " documents from " << corpus.files.size()
+            << " files in " << o.data;
+  if (!corpus.skipped.empty()) std::cout << " (" << corpus.skipped.size() << " files skipped: not UTF-8 text)";
+  std::cout << "\n" << (o.resume ? "reading the checkpoint in " + o.out : "training the BPE tokenizer (vocab " + std::to_string(o.vocab) + ")")
+            << " and tokenizing..." << std::flush;
+  auto t0 = clock::now();
+  lm::Trainer trainer(o, corpus.documents);
+  std::cout << std::fixed << std::setprecision(1) << " " << seconds(t0) << " s\n" << std::defaultfloat
+            << std::setprecision(6);
+
+  const lm::ModelConfig& c = trainer.config();
+  const lm::TrainDataInfo& d = trainer.data_info();
+  std::cout << "model: llama, " << c.num_hidden_layers << " layers, hidden " << c.hidden_size << ", " << c.num_attention_heads
+            << " heads (" << c.num_key_value_heads << " key/value), head_dim " << c.head_dim << ", intermediate "
+            << c.intermediate_size << ", context " << c.max_position_embeddings << ", vocab " << c.vocab_size << ": "
+            << trainer.parameter_count() << " parameters\n"
+            << "data: " << d.train_documents << " documents (" << d.train_tokens << " tokens) to train on, "
+            << d.eval_documents << " held out (" << d.eval_tokens << " tokens)\n"
+            << "optimizer: AdamW lr " << o.lr << " (" << o.warmup << " warm-up steps, cosine to " << o.min_lr
+            << "), betas (" << o.beta1 << ", " << o.beta2 << "), weight decay " << o.weight_decay
+            << " (not on norms), gradient clip " << o.grad_clip << "; batch " << o.batch << " x " << o.context
+            << " tokens\n"
+            << "run: " << o.steps << " steps, " << nx::dtype_name(o.dtype) << (o.dtype == nx::float32 ? "" : " (float32 master weights)")
+            << " on " << (on_gpu ? "gpu" : "cpu") << ", seed " << o.seed << "; held-out loss "
+            << (o.eval_every > 0 ? "every " + std::to_string(o.eval_every) + " steps" : std::string("at the end"))
+            << " (first " << o.eval_tokens << " tokens); checkpoints "
+            << (o.save_every > 0 ? "every " + std::to_string(o.save_every) + " steps" : std::string("at the end"))
+            << " in " << o.out << "\n";
+  if (o.resume) {
+    std::cout << (trainer.step() >= o.steps ? "already trained: step " : "resumed at step ") << trainer.step()
+              << " of " << o.steps << " (--steps N continues to N)\n";
+  } else {
+    std::cout << "held-out loss before training: " << std::setprecision(4) << trainer.evaluate() << "\n"
+              << std::defaultfloat << std::setprecision(6);
+  }
+
+  double window = 0;
+  int window_steps = 0;
+  bool bar_open = false;
+  auto last_draw = clock::now() - std::chrono::seconds(1);
+  trainer.run([&](const lm::TrainProgress& p) {
+    const lm::TrainRecord& r = p.record;
+    window += r.loss;
+    ++window_steps;
+    const bool evaluated = !std::isnan(r.eval_loss);
+    const std::string step = "step " + std::to_string(r.step) + "/" + std::to_string(p.total_steps);
+    if (progress && (clock::now() - last_draw > std::chrono::milliseconds(100) || evaluated || r.step == p.total_steps)) {
+      std::ostringstream s;
+      s << "loss " << std::fixed << std::setprecision(4) << window / window_steps << "  lr " << std::scientific
+        << std::setprecision(2) << r.learning_rate << "  " << std::fixed << std::setprecision(0) << r.tokens_per_second
+        << " tokens/s";
+      nx::examples::draw_progress(step, r.step, p.total_steps, s.str());
+      bar_open = true;
+      last_draw = clock::now();
+    }
+    if (evaluated) {
+      if (bar_open) std::cout << "\n";
+      bar_open = false;
+      std::cout << step << "  train loss " << std::fixed << std::setprecision(4) << window / window_steps
+                << "  held-out loss " << r.eval_loss << "  " << std::setprecision(0) << r.tokens_per_second
+                << " tokens/s  " << std::setprecision(1) << seconds(t_start) << " s"
+                << (p.checkpoint.empty() ? "" : "  (saved)") << "\n" << std::defaultfloat << std::setprecision(6)
+                << std::flush;
+      window = 0;
+      window_steps = 0;
+    }
+    return true;
+  });
+  if (bar_open) std::cout << "\n";
+
+  const std::string csv = o.out + "/loss.csv";
+  std::cout << "checkpoint: " << o.out << " (config.json, model.safetensors, tokenizer.json, ...)\nloss curve: " << csv
+            << "\n";
+  if (!f.has("no-plot")) {
+    std::ostringstream plot;
+    plot << "set datafile separator ','\n"
+            "set title 'nuvec-lm train: " << c.num_hidden_layers << " layers, hidden " << c.hidden_size
+         << ", vocab " << c.vocab_size << "'\n"
+            "set xlabel 'step'\nset ylabel 'cross entropy (nats per token)'\nset grid\nset key top right\n"
+            "plot '" << csv << "' using 1:2 skip 1 with lines lw 1 title 'train loss (batch)', \\\n"
+            "     '' using 1:3 skip 1 with linespoints lw 2 pt 7 title 'held-out loss'\n";
+    nx::examples::write_plot(csv, o.out + "/loss.png", plot.str());
+  }
+
+  lm::Model model = trainer.model();
+  const int eot = *trainer.tokenizer().token_to_id(lm::kEndOfText);
+  std::cout << "\nsamples (temperature 0.8, top_p 0.95, seed " << o.seed << "):\n";
+  const std::vector<std::string> prompts = {"", "The ", "A "};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    // The tokenizer puts spaces before words ("Ġword"), so a prompt's trailing space is left
+    // for the model to produce with the next word rather than fed as a lone " " token.
+    std::string prompt = prompts[i];
+    while (!prompt.empty() && prompt.back() == ' ') prompt.pop_back();
+    std::vector<int> ids = {eot};
+    for (int id : trainer.tokenizer().encode(prompt, false)) ids.push_back(id);
+    lm::GenerationOptions g;
+    g.max_tokens = 100;
+    g.sampling.temperature = 0.8f;
+    g.sampling.top_p = 0.95f;
+    g.sampling.seed = o.seed + i;
+    std::cout << "--- prompt \"" << prompts[i] << "\"\n" << prompt;
+    lm::generate(model, trainer.tokenizer(), ids, g, [](const std::string& piece) {
+      std::cout << piece << std::flush;
+      return true;
+    });
+    std::cout << "\n";
+  }
+  std::cout << std::fixed << std::setprecision(1) << "total " << seconds(t_start) << " s\n" << std::defaultfloat;
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -198,8 +494,14 @@ int main(int argc, char** argv) {
     if (cmd == "generate") {
       return cmd_generate(argc, argv);
     }
+    if (cmd == "chat") {
+      return cmd_chat(argc, argv);
+    }
     if (cmd == "convert") {
       return cmd_convert(argc, argv);
+    }
+    if (cmd == "train") {
+      return cmd_train(argc, argv);
     }
   } catch (const std::exception& e) {
     std::cerr << "nuvec-lm " << cmd << ": " << e.what() << "\n";

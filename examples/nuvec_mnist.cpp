@@ -28,6 +28,7 @@
 #include "nuvec/nn.h"
 #include "nuvec/nuvec.h"
 #include "nuvec/optimizers.h"
+#include "report.h"
 
 namespace nx = nuvec;
 namespace nn = nuvec::nn;
@@ -379,55 +380,29 @@ std::vector<EpochRecord> read_csv(const std::string& file) {
   return rows;
 }
 
-bool have_gnuplot() {
-  return std::system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
-
 // Plots train loss and test accuracy per epoch on two y axes.
 void write_plot(const std::string& csv, const std::string& png, const std::string& title) {
-  if (!have_gnuplot()) {
-    std::cout << "gnuplot not found, so no PNG plot (sudo apt-get install gnuplot-nox); "
-                 "the learning curve is in "
-              << csv << "\n";
-    return;
-  }
-  const std::string script = png.substr(0, png.size() - 4) + ".gp";
-  {
-    std::ofstream g(script, std::ios::trunc);
-    g << "set terminal pngcairo size 900,540 noenhanced\n"
-         "set output '" << png << "'\n"
-         "set datafile separator ','\n"
-         "set title '" << title << "'\n"
-         "set xlabel 'epoch'\n"
-         "set ylabel 'train loss'\n"
-         "set y2label 'test accuracy (%)'\n"
-         "set ytics nomirror\nset y2tics\nset grid\nset key center right\n"
-         "plot '" << csv << "' using 1:2 skip 1 with linespoints lw 2 title 'train loss', \\\n"
-         "     '' using 1:3 skip 1 axes x1y2 with linespoints lw 2 title 'test accuracy'\n";
-  }
-  const std::string cmd = "gnuplot '" + script + "' 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    // pngcairo may be missing from minimal gnuplot builds; the plain png terminal is not.
-    std::string fallback = "sed -i 's/pngcairo/png/' '" + script + "' && " + cmd;
-    if (std::system(fallback.c_str()) != 0) {
-      std::cout << "gnuplot failed; the learning curve is in " << csv << "\n";
-      return;
-    }
-  }
-  std::cout << "plot: " << png << "\n";
+  std::ostringstream plot;
+  plot << "set datafile separator ','\n"
+          "set title '" << title << "'\n"
+          "set xlabel 'epoch'\n"
+          "set ylabel 'train loss'\n"
+          "set y2label 'test accuracy (%)'\n"
+          "set ytics nomirror\nset y2tics\nset grid\nset key center right\n"
+          "plot '" << csv << "' using 1:2 skip 1 with linespoints lw 2 title 'train loss', \\\n"
+          "     '' using 1:3 skip 1 axes x1y2 with linespoints lw 2 title 'test accuracy'\n";
+  nuvec::examples::write_plot(csv, png, plot.str());
 }
 
 // ------------------------------------------------------------------------------------
 // Progress bar on one line, redrawn with a carriage return.
 
 void draw_progress(int epoch, int epochs, int done, int total, double loss, double ips) {
-  constexpr int kWidth = 30;
-  const int filled = total > 0 ? done * kWidth / total : kWidth;
-  std::cout << "\repoch " << epoch << "/" << epochs << " [" << std::string(filled, '=')
-            << (filled < kWidth ? ">" : "") << std::string(std::max(0, kWidth - filled - 1), ' ')
-            << "] " << std::setw(3) << (total > 0 ? 100 * done / total : 100) << "%  loss "
-            << std::fixed << std::setprecision(4) << loss << "  " << std::setprecision(0) << ips
-            << " images/s   " << std::defaultfloat << std::flush;
+  std::ostringstream suffix;
+  suffix << "loss " << std::fixed << std::setprecision(4) << loss << "  " << std::setprecision(0) << ips
+         << " images/s";
+  nuvec::examples::draw_progress("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs), done, total,
+                                 suffix.str());
 }
 
 int run(Options opt) {

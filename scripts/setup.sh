@@ -11,6 +11,7 @@ PACKAGES=(
   zlib1g-dev libjemalloc-dev dataset-fashion-mnist gnuplot-nox doctest-dev
   libopenmpi-dev openmpi-bin
   libpcre2-dev libicu-dev
+  fortunes fortunes-min
 )
 
 missing=()

@@ -2,6 +2,7 @@
 #include "nuvec/lm/config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -326,7 +327,10 @@ std::string ModelConfig::to_json_string() const {
   j["num_attention_heads"] = num_attention_heads;
   j["num_key_value_heads"] = num_key_value_heads;
   j["head_dim"] = head_dim;
-  j["rms_norm_eps"] = rms_norm_eps;
+  // The shortest decimal that reads back as the float (1e-05, not 9.999999747378752e-06).
+  char eps[32];
+  auto end = std::to_chars(eps, eps + sizeof(eps), rms_norm_eps).ptr;
+  j["rms_norm_eps"] = std::stod(std::string(eps, end));
   j["max_position_embeddings"] = max_position_embeddings;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_bias"] = attention_bias;
@@ -359,6 +363,7 @@ std::string ModelConfig::to_json_string() const {
     j["eos_token_id"] = eos_token_ids;
   }
   j["torch_dtype"] = torch_dtype;
+  j["dtype"] = torch_dtype; // transformers 5's name
   if (quantization) {
     json q = {{"group_size", quantization->group_size}, {"bits", quantization->bits},
               {"mode", quantization->mode}};
