@@ -299,3 +299,28 @@ TEST(FastNormRope, BadInputNamesTheOp) {
   bad_rope([&] { fast::norm_rope(x, std::nullopt, 1e-5f, fast::Rotation{8, false, std::nullopt, 1.0f, ones({3})}, 0); });
   expect_throws_naming<std::invalid_argument>([&] { fast::norm_rope(x, ones({5}), 1e-5f, rot, 0); }, "[rms_norm]");
 }
+
+// The cache is written in its own buffer when the caller replaced its handle (a decode
+// loop); another handle to it keeps the old values.
+TEST(FastNormRope, CacheWrittenInPlaceOnlyWhenNothingElseSeesIt) {
+  array x = randn({2, 3, 1, 16}, float32), w = randn({16}, float32);
+  fast::Rotation rot{16, false, 10000.0f, 1.0f, std::nullopt};
+  array base = randn({2, 3, 9, 16}, float32);
+  const array want = fast::norm_rope(x, w, 1e-5f, rot, 4, base); // base is held: a copy
+  eval(want);
+  array cache = add(base, array(0.0f));
+  eval(cache);
+  std::weak_ptr<array::Data> buffer = cache.data_shared_ptr();
+  cache = fast::norm_rope(x, w, 1e-5f, rot, 4, cache);
+  eval(cache);
+  EXPECT_EQ(cache.data_shared_ptr(), buffer.lock()) << "the cache's buffer was not reused";
+  expect_allclose(cache, want, 0, 0);
+  // Held elsewhere: copied, the old cache unchanged.
+  array cache2 = add(base, array(0.0f));
+  eval(cache2);
+  array keep = cache2;
+  cache2 = fast::norm_rope(x, w, 1e-5f, rot, 4, cache2);
+  eval(cache2);
+  expect_allclose(cache2, want, 0, 0);
+  expect_allclose(keep, base, 0, 0);
+}

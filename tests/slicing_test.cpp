@@ -721,3 +721,91 @@ TEST(SlicingVmap, ComposedOps) {
   check_vmap([](const V& v) { return split(v[0], 3, 0); }, {x}, {1});
   check_vmap([](const V& v) { return V{flip(v[0], {0})}; }, {x}, {1});
 }
+
+// Donation (array::is_donatable): a src that nothing else refers to when the update runs is
+// written in its own buffer; another handle or a view of it keeps its values (the copy path).
+namespace {
+
+// src (3, 5, 7) with rows 1..2 of axis 1 replaced by upd (3, 2, 7), row-major.
+std::vector<double> window_written(const std::vector<double>& src, const std::vector<double>& upd) {
+  std::vector<double> want = src;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 7; ++k) want[(i * 5 + 1 + j) * 7 + k] = upd[(i * 2 + j) * 7 + k];
+    }
+  }
+  return want;
+}
+
+// A fresh evaluated buffer of `values` on the default device (device-only on a GPU).
+array fresh(const array& values) {
+  array a = add(values, array(0.0f));
+  eval(a);
+  return a;
+}
+
+} // namespace
+
+TEST(SliceUpdateDonation, WritesInPlaceWhenNothingElseSeesTheSource) {
+  array base = randn({3, 5, 7}, float32), upd = randn({3, 2, 7}, float32);
+  const auto want = window_written(to_vector(base), to_vector(upd));
+  for (bool dynamic : {false, true}) {
+    SCOPED_TRACE(dynamic ? "array start" : "static start");
+    array src = fresh(base);
+    std::weak_ptr<array::Data> buffer = src.data_shared_ptr();
+    src = dynamic ? slice_update(src, upd, array({1}, int32), {1}) : slice_update(src, upd, {0, 1, 0}, {3, 3, 7});
+    eval(src);
+    EXPECT_EQ(src.data_shared_ptr(), buffer.lock()) << "the source's buffer was not reused";
+    expect_close(src, {3, 5, 7}, want, 0, 0);
+  }
+}
+
+TEST(SliceUpdateDonation, CopiesWhileAnotherHandleOrViewSeesTheSource) {
+  array base = randn({3, 5, 7}, float32), upd = randn({3, 2, 7}, float32);
+  const auto before = to_vector(base);
+  const auto want = window_written(before, to_vector(upd));
+  for (bool dynamic : {false, true}) {
+    SCOPED_TRACE(dynamic ? "array start" : "static start");
+    auto update = [&](const array& src) {
+      return dynamic ? slice_update(src, upd, array({1}, int32), {1}) : slice_update(src, upd, {0, 1, 0}, {3, 3, 7});
+    };
+    // Another handle to the source.
+    array src = fresh(base);
+    array keep = src;
+    src = update(src);
+    eval(src);
+    EXPECT_NE(src.data_shared_ptr(), keep.data_shared_ptr());
+    expect_close(src, {3, 5, 7}, want, 0, 0);
+    expect_close(keep, {3, 5, 7}, before, 0, 0);
+    // Only a view of the source: the view keeps the old rows.
+    array src2 = fresh(base);
+    array view = slice(src2, {0, 1, 0}, {3, 3, 7});
+    eval(view);
+    src2 = update(src2);
+    eval(src2);
+    expect_close(src2, {3, 5, 7}, want, 0, 0);
+    expect_allclose(view, slice(base, {0, 1, 0}, {3, 3, 7}), 0, 0);
+  }
+}
+
+TEST(SliceUpdateDonation, ReadersQueuedBeforeTheUpdateSeeTheOldValues) {
+  array base = randn({3, 5, 7}, float32), upd = randn({3, 2, 7}, float32);
+  const array old_window_sum = sum(slice(base, {0, 1, 0}, {3, 3, 7}));
+  const auto want = window_written(to_vector(base), to_vector(upd));
+  // In one graph: a reduction of a view and the update of the viewed source.
+  array src = fresh(base);
+  array s = sum(slice(src, {0, 1, 0}, {3, 3, 7}));
+  src = slice_update(src, upd, {0, 1, 0}, {3, 3, 7});
+  eval({s, src});
+  expect_allclose(s, old_window_sum, 1e-6, 1e-6);
+  expect_close(src, {3, 5, 7}, want, 0, 0);
+  // Queued by async_eval and still running (or just done) when the update is evaluated, as
+  // a pipelined decode step leaves the previous step's reads of the KV cache.
+  array src2 = fresh(base);
+  array s2 = sum(slice(src2, {0, 1, 0}, {3, 3, 7}));
+  async_eval({s2});
+  src2 = slice_update(src2, upd, {0, 1, 0}, {3, 3, 7});
+  eval(src2);
+  expect_allclose(s2, old_window_sum, 1e-6, 1e-6);
+  expect_close(src2, {3, 5, 7}, want, 0, 0);
+}

@@ -228,6 +228,21 @@ class array {
   /// Offset of the first element from the buffer start, in elements.
   int64_t offset() const { return array_desc_->offset; }
 
+  /// Whether an op may write its output into this array's buffer (MLX's is_donatable): no
+  /// other handle to this array and no other array (view) on its buffer. In a backend's eval
+  /// the node's input list holds the only handle once the caller has dropped theirs, so a
+  /// KV cache replaced by its slice_update is updated in place. Tracers are never donated
+  /// (their inputs are copied, not moved, into the eval).
+  bool is_donatable() const {
+    return array_desc_.use_count() == 1 && array_desc_->data && array_desc_->data.use_count() == 1;
+  }
+  /// Owners of this array's buffer (views and backend holds included); 0 without one. With
+  /// a single handle to the array, a backend may donate the buffer when every other owner
+  /// is its own hold of work ordered before the write (a GPU stream's held buffers).
+  long buffer_owners() const { return array_desc_->data ? array_desc_->data.use_count() : 0; }
+  /// Whether this handle is the only one to the array.
+  bool is_sole_handle() const { return array_desc_.use_count() == 1; }
+
   /// Pointer to the first element (evaluates the array if it is unscheduled).
   /// Data living only on a GPU is copied to the host first.
   template <typename T>

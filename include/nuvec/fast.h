@@ -105,7 +105,8 @@ struct Rotation {
 /// offset, or a cache of another dtype, other B, H or D, or too short to hold the rows; and as
 /// rms_norm and rope do. Source: nuvec's own (shared/seeds/001). Runs one NormRope node (one
 /// CPU loop, one CUDA kernel: rows normalised, rotated and written into a copy of the cache
-/// around the rows) whose fallback and rules are the seed's composition (RmsNorm and Rope
+/// around the rows, or into the cache's own buffer when nothing else refers to it — the
+/// caller replaced its handle with the result, as a decode loop does; array::is_donatable) whose fallback and rules are the seed's composition (RmsNorm and Rope
 /// nodes and a slice_update); normalised rows that do not split into 16-byte vectors, or
 /// longer than a warp holds (256 vectors: 2048 bf16/float16, 1024 float32 or 512 float64
 /// features), take that composition.

@@ -181,7 +181,10 @@ array slice(
     Shape slice_size,
     StreamOrDevice s = {});
 
-/// src with src[start:stop:strides] replaced by update (broadcast to the slice).
+/// src with src[start:stop:strides] replaced by update (broadcast to the slice). When nothing
+/// else refers to src at evaluation (array::is_donatable: the caller replaced its handle with
+/// the result, as a KV cache update does) the result takes over src's buffer and only the
+/// window is written; otherwise src is copied first. The same holds for the array-start form.
 array slice_update(
     const array& src,
     const array& update,

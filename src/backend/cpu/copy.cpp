@@ -3,6 +3,8 @@
 // Semantics follow MLX's copy primitives; the loop is a collapsed strided walk.
 #include "backend/cpu/copy.h"
 
+#include "backend/common/donation.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -85,6 +87,16 @@ array contiguous_copy(const array& in, Dtype dtype) {
   array out(allocator::malloc(in.size() * size_of(dtype)), in.shape(), dtype);
   copy_strided(in, out);
   return out;
+}
+
+bool donate(const array& in, array& out) {
+  {
+    auto data = in.data_shared_ptr(); // released before is_donatable counts the owners
+    if (!data || !data->buffer.ptr() || data->device.load()) return false;
+  }
+  if (!donation_layout_ok(in, out) || !in.is_donatable()) return false;
+  out.copy_shared_buffer(in);
+  return true;
 }
 
 array contiguous_copy(const array& in) {

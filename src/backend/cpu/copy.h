@@ -40,6 +40,11 @@ inline array as_row_contiguous(const array& in) {
   return in.flags().row_contiguous ? in : contiguous_copy(in);
 }
 
+/// Makes out share in's buffer when in can be donated (backend/common/donation.h) and the
+/// buffer has no GPU copy that a host write would leave stale; returns whether it did. Ops
+/// that rewrite part of their input call it before copying the input into a new buffer.
+bool donate(const array& in, array& out);
+
 /// The CPU's copies for the shared view evals (backend/common/views.h).
 const ViewCopies& view_copies();
 

@@ -67,7 +67,8 @@ void update_window(
     array& out,
     const Shape& start,
     const Shape& steps) {
-  copy_to_new_buffer(src, out);
+  // A src nothing else sees (a KV cache replaced by its update) is written in place.
+  if (!cpu::donate(src, out)) copy_to_new_buffer(src, out);
   if (update.size() == 0) return;
   Strides window = out.strides();
   for (size_t i = 0; i < window.size(); ++i) window[i] *= steps[i];

@@ -77,10 +77,12 @@ void SliceUpdate::eval_gpu(const std::vector<array>& inputs, std::vector<array>&
   const array& src = inputs[0];
   const array& update = inputs[1];
   array& out = outputs[0];
-  void* dst = cu::alloc_output(out);
+  // A src nothing else sees (a KV cache replaced by its update) is written in place.
+  bool donated = false;
+  void* dst = cu::donate_or_alloc_output(src, out, &donated);
   if (out.size() == 0) return;
   const Strides rs = row_strides(out.shape());
-  copy_into(src, dst, out.dtype(), rs);
+  if (!donated) copy_into(src, dst, out.dtype(), rs);
   if (update.size() == 0) return;
   Strides window = rs;
   int64_t offset = 0;
@@ -111,9 +113,10 @@ void DynamicSliceUpdate::eval_gpu(
     cu::eval_on_host(*this, inputs, outputs);
     return;
   }
-  void* dst = cu::alloc_output(out);
+  bool donated = false;
+  void* dst = cu::donate_or_alloc_output(src, out, &donated);
   if (out.size() == 0) return;
-  copy_into(src, dst, out.dtype(), rs);
+  if (!donated) copy_into(src, dst, out.dtype(), rs);
   const int64_t total = static_cast<int64_t>(update.size());
   if (total == 0) return;
   DynamicWindow w{};

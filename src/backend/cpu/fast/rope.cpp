@@ -103,11 +103,13 @@ void Rope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
 void NormRope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   const array x = cpu::as_row_contiguous(inputs[0]), w = cpu::as_row_contiguous(inputs[1]);
   array& out = outputs[0];
-  out.set_data(allocator::malloc(out.nbytes()));
-  if (x.size() == 0) return;
   const array& cache = inputs.back();
+  // A cache nothing else sees (the one this node replaces) is written in place.
+  const bool donated = cache_ && x.size() > 0 && cpu::donate(cache, out);
+  if (!donated) out.set_data(allocator::malloc(out.nbytes()));
+  if (x.size() == 0) return;
   const RopePlan p = plan(x.shape(), cache_ ? cache.shape(2) : 0);
-  if (cache_) copy_kept_cache(cache, cache.raw_data(), out.raw_data(), offset_, x.shape(2), cpu::copy_elements);
+  if (cache_ && !donated) copy_kept_cache(cache, cache.raw_data(), out.raw_data(), offset_, x.shape(2), cpu::copy_elements);
   RopeOperands in;
   if (w.ndim() == 1) in.w = w.raw_data();
   const bool has_freqs = inputs.size() > size_t(2 + cache_);

@@ -523,9 +523,11 @@ void NormRope::eval_gpu(const std::vector<array>& inputs, std::vector<array>& ou
   const array freqs = has_freqs ? cu::as_row_contiguous(inputs[2]) : w;
   const array& cache = inputs.back();
   array& out = outputs[0];
-  void* dst = cu::alloc_output(out);
+  // A cache nothing else sees (the one this node replaces) is written in place.
+  bool donated = false;
+  void* dst = cache_ ? cu::donate_or_alloc_output(cache, out, &donated) : cu::alloc_output(out);
   const RopePlan p = plan(x.shape(), cache_ ? cache.shape(2) : 0);
-  if (cache_) copy_kept_cache(cache, cu::device_ptr(cache), dst, offset_, x.shape(2), cu::copy_elements);
+  if (cache_ && !donated) copy_kept_cache(cache, cu::device_ptr(cache), dst, offset_, x.shape(2), cu::copy_elements);
   launch_rope_rows(p, x, dst, w.ndim() == 1 ? &w : nullptr, has_freqs ? &freqs : nullptr, nullptr);
 }
 

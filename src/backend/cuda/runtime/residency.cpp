@@ -6,6 +6,7 @@
 
 #include "backend/cuda/runtime/allocator.h"
 #include "backend/cuda/runtime/runtime.h"
+#include "backend/common/donation.h"
 #include "backend/cuda/runtime/stream.h"
 #include "backend/gpu.h"
 #include "nuvec/primitives.h"
@@ -130,6 +131,30 @@ void* alloc_output(array& out, size_t data_size, Strides strides, array::Flags f
   void* p = device_malloc(n);
   out.set_device_data(p, n, data_size, std::move(strides), flags);
   return p;
+}
+
+void* donate_or_alloc_output(const array& in, array& out, bool* donated) {
+  *donated = false;
+  const array::Data* raw = nullptr;
+  bool device_only = false;
+  {
+    auto data = in.data_shared_ptr(); // released before the owners are counted
+    raw = data.get();
+    device_only = data && !data->buffer.ptr() && data->device.load() && !data->device_ready;
+  }
+  if (!device_only || out.size() == 0 || !donation_layout_ok(in, out) || !in.is_sole_handle()) {
+    return alloc_output(out);
+  }
+  // Owners besides in's descriptor must all be this stream's holds (views that kernels
+  // launched earlier still read): those kernels run before the writes launched next.
+  const long others = in.buffer_owners() - 1;
+  if (others > 0) {
+    StreamState* st = current_state();
+    if (!st || st->holds_of(raw) != others) return alloc_output(out);
+  }
+  out.copy_shared_buffer(in);
+  *donated = true;
+  return device_ptr(out);
 }
 
 void eval_on_host(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) {

@@ -42,6 +42,13 @@ T* alloc_output(array& out) {
 /// Gives `out` a device buffer of data_size elements with the given layout.
 void* alloc_output(array& out, size_t data_size, Strides strides, array::Flags flags);
 
+/// out's device buffer: `in`'s when in can be donated (backend/common/donation.h), lives only
+/// on the device and no other stream's upload into it is in flight (*donated = true: out
+/// already holds in's values), else a fresh one (alloc_output; *donated = false). Kernels of
+/// this stream that still read in's buffer run before the ones launched next, so writing
+/// it in place is ordered after them.
+void* donate_or_alloc_output(const array& in, array& out, bool* donated);
+
 /// Scratch device memory for the node being evaluated: valid for the kernels it launches on
 /// stream(), released once the device has executed them.
 void* scratch(size_t bytes);

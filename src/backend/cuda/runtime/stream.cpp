@@ -66,6 +66,16 @@ void StreamState::release(Held& h) {
   h.pinned.clear();
 }
 
+long StreamState::holds_of(const array::Data* d) const {
+  long n = 0;
+  auto count = [&](const Held& h) {
+    for (auto& p : h.data) n += p.get() == d;
+  };
+  count(current_);
+  for (auto& [ev, h] : pending_) count(h);
+  return n;
+}
+
 void StreamState::end_task() {
   if (++tasks_ >= kTasksPerEvent) {
     tasks_ = 0;

@@ -37,6 +37,9 @@ class StreamState {
   /// (the index checks of index_errors.cuh) without a host function on the stream, which
   /// would stall the stream for tens of microseconds per node. f must not throw.
   void after_device(std::function<void()> f);
+  /// How many of the buffer owners this stream holds are d (a linear scan: asked only for
+  /// donation candidates, a few per decode layer).
+  long holds_of(const array::Data* d) const;
   /// Ends a node: every few nodes an event marks what was held, and batches whose event
   /// has completed are released.
   void end_task();
