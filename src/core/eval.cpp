@@ -13,6 +13,7 @@
 #include "core/kernel_errors.h"
 #include "backend/gpu.h"
 #include "core/id_map.h"
+#include "core/host_profile.h"
 #include "core/scheduler.h"
 #include "nuvec/memory.h"
 #include "nuvec/primitives.h"
@@ -80,6 +81,9 @@ namespace {
 
 array eval_impl(std::vector<array> outputs, bool async) {
   std::lock_guard<std::mutex> scheduling(detail::graph_mutex());
+  const bool prof = host_profile::enabled();
+  const double t_start = prof ? host_profile::now() : 0;
+  double t_dispatch = 0;
   Stream stream = default_stream(default_device());
   for (auto& o : outputs) {
     if (o.status() == array::Status::unscheduled && o.has_primitive()) {
@@ -183,6 +187,9 @@ array eval_impl(std::vector<array> outputs, bool async) {
     }
   }
 
+  const double t_walked = prof ? host_profile::now() : 0;
+  const long n_nodes = static_cast<long>(tape.size());
+  if (prof) host_profile::add("eval walk (per eval)", t_walked - t_start);
   std::unordered_map<int, Event> events;
   events.emplace(stream.index, Event(stream));
   std::unordered_map<std::uintptr_t, Event> fences;
@@ -216,11 +223,13 @@ array eval_impl(std::vector<array> outputs, bool async) {
 
       // The backends detach arr (unless it is a tracer) before its task is queued.
       std::vector<array> outs = arr.outputs();
+      const double t_d = prof ? host_profile::now() : 0;
       if (arr.primitive().device() == Device::gpu) {
         gpu::eval(arr);
       } else {
         cpu::eval(arr);
       }
+      if (prof) t_dispatch += host_profile::now() - t_d;
 
       const bool over_memory = get_active_memory() > get_memory_limit();
       if (over_memory) {
@@ -271,6 +280,11 @@ array eval_impl(std::vector<array> outputs, bool async) {
 
   // A GPU stream's signal waits for the device first (Event::signal).
   for (auto& [_, e] : events) e.signal(e.stream());
+  if (prof) {
+    const double t_end = host_profile::now();
+    host_profile::add("eval schedule (per node)", t_end - t_walked - t_dispatch, n_nodes);
+    host_profile::add("eval dispatch (per node)", t_dispatch, n_nodes);
+  }
   return synchronizer;
 }
 

@@ -7,7 +7,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <memory>
@@ -39,13 +42,18 @@ class StreamWorker {
   }
 
   // Queues the task (moving from it) unless the worker was stopped; returns whether it did.
+  // The worker is woken only when it sleeps: while it spins (see loop) or runs, the queue
+  // alone reaches it, and the enqueuing thread pays no futex call.
   bool enqueue(std::function<void()>& task) {
+    bool wake;
     {
       std::lock_guard<std::mutex> lk(mtx_);
       if (stop_) return false;
       q_.push_back(std::move(task));
+      queued_.store(true, std::memory_order_release);
+      wake = sleeping_;
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
     return true;
   }
 
@@ -53,6 +61,7 @@ class StreamWorker {
     {
       std::lock_guard<std::mutex> lk(mtx_);
       stop_ = true;
+      queued_.store(true, std::memory_order_release);
     }
     cv_.notify_one();
   }
@@ -75,12 +84,21 @@ class StreamWorker {
   void loop() {
     std::deque<std::function<void()>> batch;
     for (;;) {
+      // An eval hands over a node every few microseconds: spinning briefly for the next one
+      // costs less than sleeping and being woken (a futex call on each side per node).
+      const auto spin_until = std::chrono::steady_clock::now() + spin_time();
+      while (!queued_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_until) {
+        cpu_relax();
+      }
       {
         std::unique_lock<std::mutex> lk(mtx_);
+        sleeping_ = true;
         cv_.wait(lk, [this] { return stop_ || !q_.empty(); });
+        sleeping_ = false;
         if (q_.empty() && stop_) return;
         // Take everything queued at once: one lock per batch, not per task.
         std::swap(batch, q_);
+        queued_.store(false, std::memory_order_relaxed);
       }
       while (!batch.empty()) {
         auto task = std::move(batch.front());
@@ -90,9 +108,26 @@ class StreamWorker {
     }
   }
 
+  static std::chrono::microseconds spin_time() {
+    static const std::chrono::microseconds t = [] {
+      const char* v = std::getenv("NUVEC_WORKER_SPIN_US");
+      return std::chrono::microseconds(v ? std::max(0, std::atoi(v)) : 50);
+    }();
+    return t;
+  }
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> q_;
+  std::atomic<bool> queued_{false}; // q_ is not empty (read without the lock while spinning)
+  bool sleeping_{false};            // the worker waits on cv_ (under mtx_)
   bool stop_{false};
   std::shared_future<void> after_;
   std::promise<void> done_;

@@ -8,6 +8,7 @@
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/runtime/stream.h"
 #include "backend/gpu.h"
+#include "core/host_profile.h"
 #include "core/scheduler.h"
 #include "nuvec/memory.h"
 #include "nuvec/primitives.h"
@@ -21,10 +22,13 @@ void eval(array& arr) {
   auto task =
       [p = arr.primitive_ptr(), inputs = std::move(inputs), outputs = arr.outputs(), s]() mutable {
         cu::StreamState* st = nullptr;
+        const bool prof = host_profile::enabled();
+        const double t0 = prof ? host_profile::now() : 0;
         try {
           st = &cu::stream_state(s);
           cu::set_current_state(st);
           p->eval_gpu(inputs, outputs);
+          if (prof) host_profile::add(std::string("gpu eval ") + p->name(), host_profile::now() - t0);
         } catch (...) {
           record_kernel_error(std::current_exception());
           // Kernels launched before the failure may still write the outputs' device
@@ -48,11 +52,14 @@ void eval(array& arr) {
         }
         cu::set_current_state(nullptr);
         scheduler::notify_task_completion(s);
+        if (prof) host_profile::add("gpu task (all)", host_profile::now() - t0);
       };
   // Detached before the worker can see the task: the worker's copies of the outputs read
   // their sibling lists when it releases them, and detaching empties those lists.
   if (!arr.is_tracer()) arr.detach();
+  const double t0 = host_profile::enabled() ? host_profile::now() : 0;
   scheduler::enqueue(s, std::move(task));
+  if (t0) host_profile::add("gpu enqueue", host_profile::now() - t0);
 }
 
 void finalize(Stream s) {
