@@ -28,6 +28,11 @@ SHAPES = {
                      num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
                      max_position_embeddings=40960, rms_norm_eps=1e-6, tie_word_embeddings=False,
                      rope_theta=1000000.0),
+    # Qwen3-0.6B's 28 layers at tiny widths: the decode step's host cost (nuvec-lm-timings).
+    "qwen3-tiny": dict(model_type="qwen3", vocab_size=512, hidden_size=64, intermediate_size=128,
+                       num_hidden_layers=28, num_attention_heads=2, num_key_value_heads=1, head_dim=128,
+                       max_position_embeddings=40960, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                       rope_theta=1000000.0),
 }
 
 
@@ -93,6 +98,7 @@ def main():
     rows = []
     for shape in args.shapes.split(","):
         ref = {} if args.no_torch else transformers_timings(shape, prefills, args.decode)
+        print(shape, "transformers", ref, flush=True)
         for bits in [int(b) for b in args.bits.split(",")]:
             r = subprocess.run([args.nuvec, shape, "--bits", str(bits), "--prefill", args.prefill,
                                 "--decode", str(args.decode)], capture_output=True, text=True, timeout=900)
@@ -100,18 +106,21 @@ def main():
                 print(shape, bits, "FAILED", r.stderr[-2000:])
                 continue
             for line in r.stdout.splitlines():
+                print(line, flush=True)  # each measurement as it comes (a cut-short run keeps them)
                 m = json.loads(line)
                 L = m["prefill"]
                 # The decode steps run at contexts L .. L + decode; their mean KV read.
                 step_bytes = m["weight_bytes"] + m["kv_bytes_per_token"] * (L + args.decode / 2)
                 floor_tok_s = bw / step_bytes
                 tp, td = ref.get(L, (float("nan"), float("nan")))
-                rows.append((shape, bits, L, m["prefill_tok_s"], tp, m["decode_tok_s"], td, floor_tok_s))
+                rows.append((shape, bits, L, m["prefill_tok_s"], tp, m["decode_tok_s"], td, floor_tok_s, m))
     print(f"{'shape':14} {'bits':>4} {'L':>6} | {'prefill tok/s':>13} {'hf':>9} {'x':>6} | "
-          f"{'decode tok/s':>12} {'hf':>7} {'x':>6} {'floor':>7} {'of floor':>8}")
-    for shape, bits, L, p, tp, d, td, fl in rows:
+          f"{'decode tok/s':>12} {'hf':>7} {'x':>6} {'floor':>7} {'of floor':>8} | {'step ms':>7} "
+          f"{'build ms':>8} {'nodes':>5}")
+    for shape, bits, L, p, tp, d, td, fl, m in rows:
         print(f"{shape:14} {bits:>4} {L:>6} | {p:13.0f} {tp:9.0f} {p / tp:6.2f} | "
-              f"{d:12.1f} {td:7.1f} {d / td:6.2f} {fl:7.0f} {d / fl:8.2f}")
+              f"{d:12.1f} {td:7.1f} {d / td:6.2f} {fl:7.0f} {d / fl:8.2f} | {m.get('step_ms', 0):7.2f} "
+              f"{m.get('build_ms', 0):8.2f} {m.get('nodes', 0):5}")
 
 
 if __name__ == "__main__":

@@ -1,21 +1,26 @@
-// nuvec-lm-timings: prefill and batch-1 decode of random-initialised language models shaped
+// nuvec-lm-timings: prefill and batch-1 decode (lm::generate_tokens, greedy) of random-initialised language models shaped
 // like real ones, on the GPU (bench/lm_compare.py runs it beside transformers and prints the
 // table). One JSON line per measurement on stdout:
 //   {"shape": ..., "bits": 0|4, "prefill": L, "prefill_tok_s": ..., "decode_tok_s": ...,
+//    "step_ms": ..., "build_ms": ... (building one step's graph), "nodes": ... (in it),
 //    "weight_bytes": ..., "kv_bytes_per_token": ...}
 // Usage: nuvec-lm-timings SHAPE [--bits 4] [--prefill 1024,8192] [--decode 64]
-//   SHAPE: llama-3.2-1b, qwen3-0.6b or qwen3-8b (their config.json sizes).
+//   SHAPE: llama-3.2-1b, qwen3-0.6b or qwen3-8b (their config.json sizes), or qwen3-tiny
+//   (Qwen3-0.6B's 28 layers at tiny widths: the host's cost per decode step).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "nuvec/device.h"
 #include "nuvec/lm/lm.h"
 #include "nuvec/ops.h"
+#include "nuvec/primitives.h"
 #include "nuvec/random.h"
 #include "nuvec/transforms.h"
 
@@ -40,8 +45,14 @@ lm::ModelConfig shape_config(const std::string& shape) {
     json = R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 12288,
       "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
       "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "rope_theta": 1000000.0})";
+  } else if (shape == "qwen3-tiny") {
+    // Qwen3-0.6B's layers and ops at widths where the kernels cost next to nothing: its decode
+    // time is the host's cost per step (graph building, scheduling, launches).
+    json = R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 28, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 128,
+      "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
   } else {
-    std::cerr << "unknown shape " << shape << " (llama-3.2-1b, qwen3-0.6b, qwen3-8b)\n";
+    std::cerr << "unknown shape " << shape << " (llama-3.2-1b, qwen3-0.6b, qwen3-8b, qwen3-tiny)\n";
     std::exit(1);
   }
   return lm::ModelConfig::from_json_string(json);
@@ -49,6 +60,24 @@ lm::ModelConfig shape_config(const std::string& shape) {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The nodes a decode step's graph holds (unevaluated arrays with a primitive, siblings once).
+size_t count_nodes(const nx::array& out) {
+  std::unordered_set<std::uintptr_t> seen;
+  std::vector<nx::array> stack = {out};
+  size_t n = 0;
+  while (!stack.empty()) {
+    nx::array a = stack.back();
+    stack.pop_back();
+    if (!a.has_primitive() || a.status() != nx::array::Status::unscheduled || !seen.insert(a.primitive_id()).second) {
+      continue;
+    }
+    ++n;
+    if (std::getenv("NUVEC_LM_NODE_NAMES")) std::fprintf(stderr, "node %s\n", a.primitive().name());
+    for (auto& in : a.inputs()) stack.push_back(in);
+  }
+  return n;
 }
 
 } // namespace
@@ -109,29 +138,43 @@ int main(int argc, char** argv) {
       size_t(2) * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * 2;
 
   for (int L : prefills) {
-    nx::array tokens = nx::random::randint(0, config.vocab_size, {1, L}, nx::int32, nx::random::key(1));
-    double prefill_s = 1e30, decode_s = 0;
+    std::vector<int> prompt(L);
+    {
+      nx::array ids = nx::random::randint(0, config.vocab_size, {L}, nx::int32, nx::random::key(1));
+      for (int i = 0; i < L; ++i) prompt[i] = ids.data<int32_t>()[i];
+    }
+    lm::GenerationOptions options; // greedy, nuvec-lm generate's loop (pipelined decode)
+    options.max_tokens = decode + 1;
+    options.stop_at_eos = false;
+    options.prefill_step = L;
+    double prefill_s = 1e30, decode_s = 1e30;
     for (int rep = 0; rep < 3; ++rep) { // the first round warms up (allocations, plans)
-      lm::Cache cache = model.make_cache(1, L + decode + 1);
-      double t0 = now();
-      nx::array logits = model(tokens, &cache);
-      nx::array next = nx::astype(nx::argmax(nx::slice(logits, {0, L - 1, 0}, {1, L, config.vocab_size}), -1), nx::int32);
-      nx::eval(next);
-      double t1 = now();
-      for (int i = 0; i < decode; ++i) {
-        logits = model(nx::reshape(next, {1, 1}), &cache);
-        next = nx::astype(nx::argmax(logits, -1), nx::int32);
-        nx::eval(next);
-      }
-      double t2 = now();
+      lm::GenerationResult r = lm::generate_tokens(model, prompt, options);
       if (rep > 0) {
-        prefill_s = std::min(prefill_s, t1 - t0);
-        decode_s = rep == 1 ? t2 - t1 : std::min(decode_s, t2 - t1);
+        prefill_s = std::min(prefill_s, r.prefill_seconds);
+        decode_s = std::min(decode_s, r.decode_seconds);
       }
     }
+    // The host's share: building one decode step's graph (not evaluated), and its size.
+    double build_s = 0;
+    size_t nodes = 0;
+    {
+      lm::Cache cache = model.make_cache(1, L + 2);
+      nx::eval(model(nx::array(prompt.begin(), {1, L}, nx::int32), &cache));
+      const int reps = 20;
+      double t0 = now();
+      for (int i = 0; i < reps; ++i) {
+        lm::Cache scratch = cache; // the step's graph reassigns the copy's arrays only
+        nx::array next = nx::argmax(model(nx::array({1}, {1, 1}, nx::int32), &scratch), -1);
+        if (i == 0) nodes = count_nodes(next);
+      }
+      build_s = (now() - t0) / reps;
+    }
     std::printf("{\"shape\": \"%s\", \"bits\": %d, \"prefill\": %d, \"prefill_tok_s\": %.1f, \"decode\": %d, "
-                "\"decode_tok_s\": %.2f, \"weight_bytes\": %zu, \"kv_bytes_per_token\": %zu}\n",
-                shape.c_str(), bits, L, L / prefill_s, decode, decode / decode_s, weight_bytes, kv_per_token);
+                "\"decode_tok_s\": %.2f, \"step_ms\": %.3f, \"build_ms\": %.3f, \"nodes\": %zu, \"weight_bytes\": %zu, "
+                "\"kv_bytes_per_token\": %zu}\n",
+                shape.c_str(), bits, L, L / prefill_s, decode, decode / decode_s, 1e3 * decode_s / decode,
+                1e3 * build_s, nodes, weight_bytes, kv_per_token);
     std::fflush(stdout);
   }
   return 0;

@@ -230,6 +230,39 @@ TEST(LmGenerate, StreamsTextAndStopsAtStopStrings) {
   EXPECT_LT(early.tokens.size(), full.tokens.size());
 }
 
+// generate_tokens queues step i + 1 before it reads step i's token (no repetition penalty):
+// the tokens equal a loop that samples, reads and feeds one token at a time with the same
+// seeded sampler, and the queued step past a stop changes nothing.
+TEST(LmGenerate, PipelinedDecodeEqualsAStepByStepLoop) {
+  Model model = Model::load(fixture("llama"), float32);
+  Reference ref = read_reference(fixture("llama"));
+  const std::vector<int> prompt = ids_of(ref.prompts[2]);
+  const int n = int(prompt.size()), steps = 24;
+  GenerationOptions options;
+  options.max_tokens = steps;
+  options.stop_at_eos = false;
+  options.sampling.temperature = 0.9f;
+  options.sampling.top_k = 40;
+  options.sampling.seed = 7;
+  GenerationResult got = generate_tokens(model, prompt, options);
+
+  Sampler sampler(options.sampling);
+  Cache cache = model.make_cache(1, n + steps);
+  array logits = model(array(prompt.begin(), {1, n}, int32), &cache);
+  std::vector<int> want;
+  for (int i = 0; i < steps; ++i) {
+    const int L = logits.shape(1), V = logits.shape(2);
+    array next = sampler(reshape(slice(logits, {0, L - 1, 0}, {1, L, V}), {1, V}));
+    want.push_back(next.item<int>());
+    logits = model(array({want.back()}, {1, 1}, int32), &cache);
+  }
+  EXPECT_EQ(got.tokens, want);
+  // Stopped by the callback after 5 tokens: the first 5.
+  int seen = 0;
+  GenerationResult early = generate_tokens(model, prompt, options, [&](int) { return ++seen < 5; });
+  EXPECT_EQ(early.tokens, std::vector<int>(want.begin(), want.begin() + 5));
+}
+
 // Bad checkpoints end with a clear exception, never a crash.
 TEST(LmModel, BadCheckpointsThrowClearly) {
   const std::string src = fixture("qwen3");

@@ -19,9 +19,10 @@ array norm_weight(const ModelConfig& config, const WeightMap& weights, const std
   return config.norm_plus_one ? add(w, array(1.0f, w.dtype())) : w;
 }
 
-array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache) {
+array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, int B, int L,
+                Cache* cache) {
   const std::string path = layer_path(layer) + ".self_attn";
-  const int B = x.shape(0), L = x.shape(1), D = config.head_dim;
+  const int D = config.head_dim;
   const int Hq = config.num_attention_heads, Hkv = config.num_key_value_heads;
   auto heads = [&](const char* proj, int h) {
     return transpose(reshape(linear(config, weights, path + "." + proj, x), {B, L, h, D}), {0, 2, 1, 3});
@@ -33,7 +34,7 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
     // Qwen3-Next: per head, D query features then D gate features.
     array qg = reshape(linear(config, weights, path + ".q_proj", x), {B, L, Hq, 2 * D});
     q = transpose(slice(qg, {0, 0, 0, 0}, {B, L, Hq, D}), {0, 2, 1, 3});
-    gate = reshape(slice(qg, {0, 0, 0, D}, {B, L, Hq, 2 * D}), {B, L, Hq * D});
+    gate = reshape(slice(qg, {0, 0, 0, D}, {B, L, Hq, 2 * D}), {B * L, Hq * D});
   } else {
     q = heads("q_proj", Hq);
   }
@@ -73,7 +74,7 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
   } else {
     o = fast::scaled_dot_product_attention(q, k, v, scale, L > 1 ? "causal" : "");
   }
-  o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, Hq * D});
+  o = reshape(transpose(o, {0, 2, 1, 3}), {B * L, Hq * D});
   if (gate) {
     o = multiply(o, sigmoid(*gate));
   }

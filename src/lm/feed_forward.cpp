@@ -73,13 +73,16 @@ array switch_glu(const ModelConfig& config, const WeightMap& weights, const std:
 
 } // namespace
 
-array feed_forward(const ModelConfig& config, const WeightMap& weights, int layer, const array& x) {
+array feed_forward(const ModelConfig& config, const WeightMap& weights, int layer, const array& rows, int B, int L) {
   const std::string path = layer_path(layer) + ".mlp";
   if (!config.is_sparse_layer(layer)) {
-    array g = linear(config, weights, path + ".gate_proj", x);
-    array u = linear(config, weights, path + ".up_proj", x);
+    array g = linear(config, weights, path + ".gate_proj", rows);
+    array u = linear(config, weights, path + ".up_proj", rows);
     return linear(config, weights, path + ".down_proj", multiply(nn::silu(g), u));
   }
+  // The router and the experts see the tokens as [B, L, hidden].
+  const int hidden = rows.shape(-1);
+  const array x = reshape(rows, {B, L, hidden});
   const int k = config.num_experts_per_tok;
   auto top_k = [&](const array& values) {
     return slice(argpartition(negative(values), k - 1, -1), {0, 0, 0}, {values.shape(0), values.shape(1), k});
@@ -109,7 +112,7 @@ array feed_forward(const ModelConfig& config, const WeightMap& weights, int laye
     array shared = linear(config, weights, s + ".down_proj", multiply(nn::silu(g), u));
     out = add(out, multiply(sigmoid(linear(config, weights, path + ".shared_expert_gate", x)), shared));
   }
-  return out;
+  return reshape(out, {B * L, hidden});
 }
 
 } // namespace nuvec::lm::detail

@@ -14,9 +14,9 @@
 
 namespace nuvec::lm::detail {
 
-array linear_attention(const ModelConfig& c, const WeightMap& w, int layer, const array& x, Cache* cache) {
+array linear_attention(const ModelConfig& c, const WeightMap& w, int layer, const array& x, int B, int L,
+                       Cache* cache) {
   const std::string path = layer_path(layer) + ".linear_attn";
-  const int B = x.shape(0), L = x.shape(1);
   const int Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
   const int Dk = c.linear_key_head_dim, Dv = c.linear_value_head_dim, r = Hv / Hk;
   const int key_dim = Hk * Dk, value_dim = Hv * Dv, conv_dim = 2 * key_dim + value_dim;
@@ -70,7 +70,7 @@ array linear_attention(const ModelConfig& c, const WeightMap& w, int layer, cons
   // Qwen3NextRMSNormGated: weight · rms_norm(y) · silu(z).
   y = fast::rms_norm(y, w.at(path + ".norm.weight"), c.rms_norm_eps);
   y = astype(multiply(y, nn::silu(astype(z, float32))), x.dtype());
-  return linear(c, w, path + ".out_proj", reshape(y, {B, L, value_dim}));
+  return linear(c, w, path + ".out_proj", reshape(y, {B * L, value_dim}));
 }
 
 } // namespace nuvec::lm::detail

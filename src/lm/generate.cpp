@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "core/host_profile.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
 
@@ -75,13 +76,36 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
     return reshape(slice(l, {0, L - 1, 0}, {1, L, V}), {1, V});
   };
   auto t_decode = t0;
-  for (int i = 0; i < max_new; ++i) {
-    std::optional<array> ctx;
-    if (penalise) {
-      ctx = array(context.begin(), {1, int(context.size())}, int32);
+  auto context_array = [&]() -> std::optional<array> {
+    if (!penalise) {
+      return std::nullopt;
     }
-    array next = sampler(last_row(logits), ctx);
+    return array(context.begin(), {1, int(context.size())}, int32);
+  };
+  // Without a repetition penalty the next step needs nothing from the host: it is built and
+  // queued (async_eval) before this step's token is read, so the host prepares step i + 1
+  // while the device runs step i (mlx-lm's generate_step does the same). A stop discards the
+  // step queued ahead. With the penalty each step waits for the token it penalises.
+  const bool pipelined = !penalise;
+  array next = sampler(last_row(logits), context_array());
+  if (pipelined) {
+    async_eval({next});
+  }
+  for (int i = 0; i < max_new; ++i) {
+    std::optional<array> ahead;
+    const double tp = host_profile::enabled() ? host_profile::now() : 0;
+    if (pipelined && i + 1 < max_new) {
+      ahead = sampler(last_row(model(reshape(next, {1, 1}), &cache)), std::nullopt);
+      const double tp1 = tp ? host_profile::now() : 0;
+      async_eval({*ahead});
+      if (tp) {
+        host_profile::add("lm step build", tp1 - tp);
+        host_profile::add("lm step async_eval", host_profile::now() - tp1);
+      }
+    }
+    const double tp2 = tp ? host_profile::now() : 0;
     eval(next);
+    if (tp) host_profile::add("lm step wait", host_profile::now() - tp2);
     int token = next.item<int>();
     if (i == 0) {
       result.prefill_seconds = seconds_since(t0);
@@ -96,8 +120,11 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
       result.finish_reason = "stop";
       break;
     }
-    if (i + 1 < max_new) {
+    if (ahead) {
+      next = *ahead;
+    } else if (!pipelined && i + 1 < max_new) {
       logits = model(array({token}, {1, 1}, int32), &cache);
+      next = sampler(last_row(logits), context_array());
     }
   }
   result.decode_seconds = seconds_since(t_decode);

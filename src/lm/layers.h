@@ -14,8 +14,9 @@ namespace nuvec::lm::detail {
 /// beside the uint32 "weight").
 bool is_quantized(const WeightMap& weights, const std::string& path);
 
-/// y = x Wᵀ (+ b) for the Linear module `path`: matmul, or quantized_matmul with the
-/// module's group size, bits and mode from the config when it is quantized.
+/// y = x Wᵀ (+ b) for the Linear module `path`: matmul (with the "<path>.weight@T" view when
+/// the map has one, Model's), or quantized_matmul with the module's group size, bits and mode
+/// from the config when it is quantized.
 array linear(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& x);
 
 /// Rows `tokens` of the embedding `path` ([..., hidden]); quantized tables are dequantized
@@ -31,20 +32,24 @@ fast::Rotation rotation(const ModelConfig& config);
 /// rope types): scores grow by its square.
 float rope_attention_factor(const ModelConfig& config);
 
-/// Self-attention of layer `layer` on x [B, L, hidden] (already normalised), writing the
-/// layer's keys and values into cache->layers[layer] at cache->offset when a cache is given.
-array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache);
+/// Self-attention of layer `layer` on the rows x [B·L, hidden] (already normalised) of B
+/// sequences of L tokens → [B·L, hidden], writing the layer's keys and values into
+/// cache->layers[layer] at cache->offset when a cache is given.
+array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, int B, int L,
+                Cache* cache);
 
-/// The Gated DeltaNet layer `layer` (Qwen3-Next's linear attention) on x [B, L, hidden],
-/// carrying the conv and recurrent state in cache->layers[layer] when a cache is given.
-array linear_attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, Cache* cache);
+/// The Gated DeltaNet layer `layer` (Qwen3-Next's linear attention) on the rows x
+/// [B·L, hidden] → [B·L, hidden], carrying the conv and recurrent state in
+/// cache->layers[layer] when a cache is given.
+array linear_attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, int B, int L,
+                       Cache* cache);
 
 /// The weight a norm scales by: the tensor `name`, or 1 + it for configs with norm_plus_one.
 array norm_weight(const ModelConfig& config, const WeightMap& weights, const std::string& name);
 
-/// The feed-forward block of layer `layer` on x [B, L, hidden]: SwiGLU, or the sparse MoE
-/// block for the config's sparse layers.
-array feed_forward(const ModelConfig& config, const WeightMap& weights, int layer, const array& x);
+/// The feed-forward block of layer `layer` on the rows x [B·L, hidden] → [B·L, hidden]:
+/// SwiGLU, or the sparse MoE block for the config's sparse layers.
+array feed_forward(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, int B, int L);
 
 /// "model.layers.<i>".
 std::string layer_path(int i);

@@ -43,6 +43,8 @@ array linear(const ModelConfig& config, const WeightMap& weights, const std::str
     auto spec = spec_of(config, path);
     y = quantized_matmul(x, w, tensor(weights, path + ".scales"), optional_tensor(weights, path + ".biases"),
                          true, spec.group_size, spec.bits, spec.mode);
+  } else if (auto t = weights.find(path + ".weight@T"); t != weights.end()) {
+    y = matmul(x, t->second);
   } else {
     y = matmul(x, transpose(w));
   }

@@ -249,6 +249,14 @@ Dtype compute_dtype(const WeightMap& w) {
 Model::Model(ModelConfig config, WeightMap weights) : config_(std::move(config)), weights_(std::move(weights)) {
   stack_experts(config_, weights_);
   check_tensors(config_, weights_);
+  run_weights_ = weights_;
+  for (auto& [name, a] : weights_) {
+    const bool dense_weight = a.ndim() == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
+        !detail::is_quantized(weights_, name.substr(0, name.size() - 7));
+    if (dense_weight) {
+      run_weights_.insert_or_assign(name + "@T", transpose(a));
+    }
+  }
 }
 
 Model Model::load(const std::string& dir, std::optional<Dtype> dtype) {
@@ -299,7 +307,7 @@ Cache Model::make_cache(int batch, int capacity) const {
 }
 
 array Model::operator()(const array& tokens, Cache* cache) const {
-  return forward(config_, weights_, tokens, cache);
+  return forward(config_, run_weights_, tokens, cache);
 }
 
 array Model::forward(const ModelConfig& c, const WeightMap& w, const array& tokens, Cache* cache) {
@@ -320,13 +328,16 @@ array Model::forward(const ModelConfig& c, const WeightMap& w, const array& toke
     reserve(*cache, start + L, c.num_key_value_heads, c.head_dim, compute_dtype(w));
   }
   const float eps = c.rms_norm_eps;
-  array h = detail::embedding(c, w, "model.embed_tokens", tokens);
+  // The residual stream runs as rows [B·L, hidden]: linear layers are then single matmuls,
+  // with no reshape around each (a decode step's graph stays small).
+  array h = detail::embedding(c, w, "model.embed_tokens", reshape(tokens, {B * L}));
   auto norm = [&](const std::string& name) { return detail::norm_weight(c, w, name); };
   array y = fast::rms_norm(h, norm(layer_path(0) + ".input_layernorm.weight"), eps);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    array a = c.is_linear_layer(i) ? detail::linear_attention(c, w, i, y, cache) : detail::attention(c, w, i, y, cache);
+    array a = c.is_linear_layer(i) ? detail::linear_attention(c, w, i, y, B, L, cache)
+                                   : detail::attention(c, w, i, y, B, L, cache);
     std::tie(h, y) = fast::add_rms_norm(a, h, norm(layer_path(i) + ".post_attention_layernorm.weight"), eps);
-    array m = detail::feed_forward(c, w, i, y);
+    array m = detail::feed_forward(c, w, i, y, B, L);
     const std::string next = i + 1 < c.num_hidden_layers ? layer_path(i + 1) + ".input_layernorm.weight"
                                                            : std::string("model.norm.weight");
     std::tie(h, y) = fast::add_rms_norm(m, h, norm(next), eps);
@@ -334,7 +345,8 @@ array Model::forward(const ModelConfig& c, const WeightMap& w, const array& toke
   if (cache) {
     cache->offset += L;
   }
-  return detail::linear(c, w, c.tie_word_embeddings ? "model.embed_tokens" : "lm_head", y);
+  array logits = detail::linear(c, w, c.tie_word_embeddings ? "model.embed_tokens" : "lm_head", y);
+  return reshape(logits, {B, L, logits.shape(-1)});
 }
 
 WeightMap init_weights(const ModelConfig& config, Dtype dtype, float initializer_range, std::optional<array> key) {

@@ -110,8 +110,9 @@ array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
     if (p.b.ndim() == 2 && p.a.ndim() > 2) {
       // An unbatched right operand: the batch folds into the rows of one large product.
       int64_t rows = shape_product(p.batch) * p.m;
-      // The rows must be dense to merge; contiguous is a no-op when they already are.
-      array a2 = reshape(contiguous(p.a, false, s), {static_cast<int32_t>(rows), p.k}, s);
+      // As MLX: reshape merges the rows (a view when a's layout allows, else a copy); the
+      // product reads strided rows in place or copies them itself.
+      array a2 = reshape(p.a, {static_cast<int32_t>(rows), p.k}, s);
       array flat = array({static_cast<int32_t>(rows), p.n}, dtype, prim, {a2, p.b});
       return reshape(flat, concat_shapes(p.batch, {p.m, p.n}), s);
     }

@@ -85,6 +85,10 @@ class Model {
  private:
   ModelConfig config_;
   WeightMap weights_;
+  // weights_ plus, for each dense 2-d weight, its transpose as "<name>@T": a view made once
+  // (evaluated with the first forward call, a leaf after it), so that a decode step's graph
+  // has no Transpose node per linear layer.
+  WeightMap run_weights_;
 };
 
 /// The float weights (names and shapes) of an unquantized model of `config`, randomly
