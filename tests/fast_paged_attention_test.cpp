@@ -320,3 +320,28 @@ TEST(FastPagedAttention, DecodeBandwidthReport) {
   array worst = max(abs(astype(outs.back(), float32, gpu), gpu), false, gpu);
   EXPECT_LT(worst.item<float>(), 10.0f);
 }
+
+// A pool the caller replaces with paged_write's result is written in place (a serving engine
+// does this every layer and step); another handle keeps the old pool.
+TEST(FastPagedAttention, PagedWriteReusesAPoolNothingElseSees) {
+  const int blocks = 5, hkv = 2, bs = 4, d = 8;
+  array base = randn({blocks, hkv, bs, d}, float32);
+  array values = randn({3, hkv, d}, float32);
+  array slots = array({2, 9, 17}, int32);
+  array want = fast::paged_write(base, values, slots); // base held: a copy
+  eval(want);
+  array pool = add(base, array(0.0f));
+  eval(pool);
+  std::weak_ptr<array::Data> buffer = pool.data_shared_ptr();
+  pool = fast::paged_write(pool, values, slots);
+  eval(pool);
+  EXPECT_EQ(pool.data_shared_ptr(), buffer.lock()) << "the pool's buffer was not reused";
+  expect_allclose(pool, want, 0, 0);
+  array pool2 = add(base, array(0.0f));
+  eval(pool2);
+  array keep = pool2;
+  pool2 = fast::paged_write(pool2, values, slots);
+  eval(pool2);
+  expect_allclose(pool2, want, 0, 0);
+  expect_allclose(keep, base, 0, 0);
+}

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lm_fixture.h"
 #include "nuvec/io.h"
 #include "nuvec/lm/convert.h"
 #include "nuvec/lm/generate.h"
@@ -25,10 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// tests/data/lm/<arch> (NUVEC_LM_TEST_DATA replaces tests/data/lm for a binary run elsewhere).
 std::string fixture(const std::string& arch) {
-  const char* root = std::getenv("NUVEC_LM_TEST_DATA");
-  return ((root ? fs::path(root) : fs::path(__FILE__).parent_path() / "data" / "lm") / arch).string();
+  return nuvec::testing::lm_fixture(arch);
 }
 
 // max |a - b| / max |b|: the relative error of a whole logits array.

@@ -245,7 +245,8 @@ array paged_attention(
 /// (cast to the cache's dtype), slots [N] integers (block · block_size + offset); returns the
 /// updated cache (out[s / block_size, :, s % block_size] = values[n] for s = slots[n]; a slot
 /// out of range writes nothing). Throws std::invalid_argument naming paged_write for shapes
-/// that do not fit or non-integer slots. One scatter kernel after a copy of the cache (CPU
+/// that do not fit or non-integer slots. One scatter kernel after a copy of the cache, or into
+/// the cache itself when nothing else refers to it (array::is_donatable) (CPU
 /// and CUDA). nuvec's own (seed 001).
 array paged_write(const array& cache, const array& values, const array& slots, StreamOrDevice s = {});
 

@@ -3,7 +3,9 @@
 // training (Model::forward with the optimiser's weights).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "nuvec/fast.h"
 #include "nuvec/lm/model.h"
@@ -53,5 +55,29 @@ array feed_forward(const ModelConfig& config, const WeightMap& weights, int laye
 
 /// "model.layers.<i>".
 std::string layer_path(int i);
+
+/// A ragged batch of T tokens from several sequences for the paged forward pass (engine.h):
+/// all int32. Token t is at position positions[t] of its sequence, its key and value go to
+/// pool slot slots[t] (block · block_size + offset), and it attends to the first lengths[t]
+/// (= positions[t] + 1) positions of its sequence through tables[t] ([T, max_blocks], its
+/// sequence's block table, padded). sample_rows [S]: the tokens whose logits are wanted.
+struct PagedBatch {
+  array tokens = array(0);
+  array positions = array(0);
+  array slots = array(0);
+  array tables = array(0);
+  array lengths = array(0);
+  array sample_rows = array(0);
+};
+
+/// Whether the paged forward pass covers config's architecture; else why not.
+std::optional<std::string> paged_unsupported(const ModelConfig& config);
+
+/// The logits [S, vocab] of batch.sample_rows after the forward pass over batch's tokens,
+/// whose keys and values are written into k_pools[i], v_pools[i] (layer i's pools
+/// [blocks, Hkv, block_size, head_dim], replaced by the updated ones) by fast::paged_write and
+/// read by fast::paged_attention. Lazy.
+array paged_forward(const ModelConfig& config, const WeightMap& weights, const PagedBatch& batch,
+                    std::vector<array>& k_pools, std::vector<array>& v_pools);
 
 } // namespace nuvec::lm::detail

@@ -62,6 +62,9 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const WeightMap& weights() const { return weights_; }
+  /// The weights the forward pass runs with: weights() plus, for each dense 2-d weight, its
+  /// transpose as "<name>@T" (a view; the serving engine's forward uses them too).
+  const WeightMap& run_weights() const { return run_weights_; }
 
   /// The floating dtype the model computes in (that of its embedding or norm weights).
   Dtype dtype() const;

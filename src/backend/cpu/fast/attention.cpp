@@ -508,7 +508,9 @@ void PagedWrite::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
     throw_invalid_argument(
         "paged_write", "values must have the cache's dtype ", out.dtype(), "; got ", inputs[1].dtype(), ".");
   }
-  cpu::copy_strided(inputs[0], out); // the cache, row-contiguous
+  // The cache, row-contiguous: its own buffer when nothing else refers to it (a pool the
+  // caller replaces with the result each step), else a copy.
+  if (!cpu::donate(inputs[0], out)) cpu::copy_strided(inputs[0], out);
   const array values = cpu::as_row_contiguous(inputs[1]);
   const array slots = cpu::contiguous_copy(inputs[2], int32);
   const int64_t blocks = out.shape(0), hkv = out.shape(1), bs = out.shape(2), d = out.shape(3);

@@ -723,11 +723,16 @@ void PagedWrite::eval_gpu(const std::vector<array>& inputs, std::vector<array>& 
     throw std::invalid_argument("[paged_write] the kernel takes values of the cache's dtype and int32 slots.");
   }
   array& out = outputs[0];
-  void* dst = cu::alloc_output(out);
+  // The cache's own buffer when nothing else refers to it (a pool the caller replaces with
+  // the result each step), else a copy.
+  bool donated = false;
+  void* dst = cu::donate_or_alloc_output(cache, out, &donated);
   if (out.size() == 0) return;
-  cu::copy_elements(
-      cu::device_ptr(cache), cache.dtype(), cache.strides(), dst, out.dtype(), row_strides(cache.shape()),
-      cache.shape());
+  if (!donated) {
+    cu::copy_elements(
+        cu::device_ptr(cache), cache.dtype(), cache.strides(), dst, out.dtype(), row_strides(cache.shape()),
+        cache.shape());
+  }
   if (values.size() == 0) return;
   cu::paged_write(
       out.itemsize(), cache.shape(0), cache.shape(1), cache.shape(2), cache.shape(3), values.shape(0),

@@ -1,0 +1,121 @@
+// The serving engine of nuvec-lm: many requests at once over one paged KV cache (vLLM's
+// design, Kwon et al. 2023, "Efficient Memory Management for Large Language Model Serving
+// with PagedAttention").
+//
+// Every layer's keys and values live in a pool of fixed-size blocks ([blocks, Hkv,
+// block_size, D], fast::paged_write stores, fast::paged_attention reads); a sequence owns the
+// blocks listed in its block table. Each step() runs one forward pass over a ragged batch:
+// one token of every decoding sequence plus chunks of prompts being prefilled (chunked
+// prefill beside the decodes), each token attending to its own sequence's blocks up to its
+// position. Requests are admitted while blocks allow; when a decode needs a block and none is
+// free, the most recently admitted sequence is preempted (its blocks freed, its prompt and
+// the tokens it made so far recomputed later) rather than failing. Full prompt blocks with
+// the same tokens are shared between sequences (prefix sharing, reference-counted).
+// Finished and cancelled sequences free their blocks at once.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nuvec/lm/model.h"
+#include "nuvec/lm/sampler.h"
+
+namespace nuvec::lm {
+
+/// The engine's sizes.
+struct EngineOptions {
+  int block_size = 16;          ///< Positions per KV block.
+  int num_blocks = 0;           ///< KV blocks in the pool (0: enough for 16 sequences of the full context, at most 8192).
+  int max_batch_tokens = 512;   ///< Tokens one step computes (decodes first, then prefill chunks).
+  int max_running = 256;        ///< Sequences admitted at once.
+  bool prefix_sharing = true;   ///< Share full prompt blocks with equal tokens.
+};
+
+/// One generation request (token ids in, token ids out; text is the caller's).
+struct EngineRequest {
+  std::vector<int> prompt;      ///< At least one token, all inside the vocabulary.
+  SamplingOptions sampling;     ///< Greedy by default; a seed makes the request reproducible.
+  int max_tokens = 256;         ///< New tokens at most (also bounded by the context).
+  bool stop_at_eos = true;      ///< Stop at the config's eos_token_id(s).
+};
+
+/// How a request ended.
+struct EngineResult {
+  std::vector<int> tokens;      ///< The new tokens (an eos that stopped it included).
+  std::string finish_reason;    ///< "stop", "length", "cancelled", or "error: <what>".
+  int prompt_tokens = 0;
+};
+
+/// Called on the stepping thread with each new token; return false to stop the request
+/// (it then finishes with "stop").
+using EngineTokenCallback = std::function<bool(int token)>;
+/// Called on the stepping thread once the request has ended and its blocks are free.
+using EngineFinishCallback = std::function<void(const EngineResult&)>;
+
+/// Counters for tests and monitoring.
+struct EngineStats {
+  int total_blocks = 0;
+  int free_blocks = 0;
+  int running = 0;              ///< Sequences holding blocks.
+  int waiting = 0;              ///< Submitted (or preempted) and not yet admitted.
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t shared_block_hits = 0; ///< Prompt blocks taken from another sequence instead of computed.
+};
+
+/// A continuous-batching engine over a Model (architectures whose layers are all attention
+/// layers without sinks or sliding windows: llama, mistral, qwen2, qwen3, qwen3_moe).
+/// submit() and cancel() may be called from any thread; steps run on the thread that calls
+/// step()/run_until_idle(), or on the engine's own thread after start().
+class Engine {
+ public:
+  /// Throws std::invalid_argument ("[lm.Engine] ...") for an architecture it cannot page
+  /// (Gated DeltaNet layers, attention sinks, sliding windows) or bad options.
+  explicit Engine(const Model& model, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// Queues a request and returns its id. Throws std::invalid_argument ("[lm.Engine] ...")
+  /// for an empty prompt, a token outside the vocabulary, a prompt that leaves no room in the
+  /// context, one that could never fit the pool, or bad sampling options.
+  int64_t submit(EngineRequest request, EngineTokenCallback on_token = {}, EngineFinishCallback on_finish = {});
+  /// Ends a request (finish reason "cancelled"); its blocks are freed by the next step. An
+  /// unknown or finished id is ignored.
+  void cancel(int64_t id);
+
+  /// One step: admits what fits, runs a forward pass over the scheduled tokens, samples the
+  /// sequences that reached the end of what they know, finishes and frees. Returns whether
+  /// any request is still unfinished.
+  bool step();
+  /// Steps until every submitted request has finished.
+  void run_until_idle();
+
+  /// Steps on a background thread, sleeping while idle, until stop() (or destruction).
+  void start();
+  void stop();
+
+  EngineStats stats() const;
+  const Model& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  const Model& model_;
+  EngineOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Runs `requests` through one engine (continuous batching) and returns their results in
+/// order: nuvec-lm generate --batch.
+std::vector<EngineResult> generate_batch(const Model& model, const std::vector<EngineRequest>& requests,
+                                         EngineOptions options = {});
+
+} // namespace nuvec::lm

@@ -1,0 +1,489 @@
+// The continuous-batching engine (include/nuvec/lm/engine.h): requests, the step scheduler
+// (decodes first, then prefill chunks, then admissions; preemption by recomputation), prefix
+// sharing, and the thread that steps while requests are pending. The forward pass over the
+// ragged batch is src/lm/paged_forward.cpp; the block bookkeeping src/lm/block_allocator.h.
+#include "nuvec/lm/engine.h"
+
+#include <algorithm>
+#include <deque>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "block_allocator.h"
+#include "layers.h"
+#include "nuvec/ops.h"
+#include "nuvec/transforms.h"
+
+namespace nuvec::lm {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("[lm.Engine] " + what);
+}
+
+int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+} // namespace
+
+struct Engine::Impl {
+  struct Sequence {
+    int64_t id = 0;
+    EngineRequest request;
+    EngineTokenCallback on_token;
+    EngineFinishCallback on_finish;
+    Sampler sampler;
+    std::vector<int> tokens; // prompt, then the generated tokens
+    int prompt_len = 0;
+    int max_new = 0;         // max_tokens bounded by the context
+    std::vector<int> blocks; // block table
+    int computed = 0;        // positions whose keys and values are in the pools
+    int published = 0;       // leading full blocks offered for prefix sharing
+    int64_t admitted = 0;    // admission order (preemption takes the latest)
+    std::string finish_reason;
+
+    Sequence(int64_t id, EngineRequest r, EngineTokenCallback t, EngineFinishCallback f)
+        : id(id), request(std::move(r)), on_token(std::move(t)), on_finish(std::move(f)), sampler(request.sampling) {}
+  };
+  using SeqPtr = std::unique_ptr<Sequence>;
+
+  Impl(const Model& model, const EngineOptions& o, int num_blocks) : model(model), options(o), blocks(num_blocks) {
+    const ModelConfig& c = model.config();
+    for (int i = 0; i < c.num_hidden_layers; ++i) {
+      // Dense buffers (a zeros broadcast would be copied by the first write).
+      array pool = contiguous(zeros({num_blocks, c.num_key_value_heads, o.block_size, c.head_dim}, model.dtype()));
+      k_pools.push_back(pool);
+      v_pools.push_back(contiguous(zeros(pool.shape(), pool.dtype())));
+    }
+    std::vector<array> all = k_pools;
+    all.insert(all.end(), v_pools.begin(), v_pools.end());
+    eval(all);
+  }
+
+  const Model& model;
+  EngineOptions options;
+  detail::BlockAllocator blocks;
+  std::vector<array> k_pools, v_pools;
+
+  // Shared with submit()/cancel()/stats() on other threads.
+  mutable std::mutex mtx;
+  std::condition_variable cv;
+  std::deque<SeqPtr> inbox;
+  std::unordered_set<int64_t> cancels;
+  int64_t next_id = 1;
+  int64_t unfinished = 0;
+  EngineStats stats;
+  bool stopping = false;
+  std::thread worker;
+
+  // The stepping thread's own.
+  std::deque<SeqPtr> waiting; // admission order; preempted sequences go to the front
+  std::vector<SeqPtr> running;
+  int64_t admissions = 0;
+
+  void release_blocks(Sequence& s) {
+    for (int b : s.blocks) blocks.release(b);
+    s.blocks.clear();
+    s.computed = 0;
+    s.published = 0;
+  }
+
+  // Ends s (already out of waiting/running): frees its blocks and reports.
+  void finish(SeqPtr s, const std::string& reason) {
+    release_blocks(*s);
+    EngineResult r;
+    r.tokens.assign(s->tokens.begin() + s->prompt_len, s->tokens.end());
+    r.finish_reason = reason;
+    r.prompt_tokens = s->prompt_len;
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      --unfinished;
+      cancels.erase(s->id);
+    }
+    if (s->on_finish) {
+      try {
+        s->on_finish(r);
+      } catch (...) {
+        // a reporting callback's failure must not stop the other requests
+      }
+    }
+    cv.notify_all();
+  }
+
+  // Sends the latest admitted of running[from..] (not yet scheduled this step) back to
+  // waiting; it is recomputed when readmitted.
+  void preempt_latest(size_t from) {
+    auto it = std::max_element(running.begin() + from, running.end(),
+                               [](const SeqPtr& a, const SeqPtr& b) { return a->admitted < b->admitted; });
+    SeqPtr s = std::move(*it);
+    running.erase(it);
+    release_blocks(*s);
+    waiting.push_front(std::move(s));
+    std::lock_guard<std::mutex> lk(mtx);
+    ++stats.preemptions;
+  }
+
+  // Blocks so that positions [0, end) of s have one; false when the pool has none left.
+  bool reserve(Sequence& s, int end) {
+    while (int(s.blocks.size()) * options.block_size < end) {
+      auto b = blocks.allocate();
+      if (!b) return false;
+      s.blocks.push_back(*b);
+    }
+    return true;
+  }
+
+  // Prefix sharing for a sequence with nothing computed: its leading full blocks that another
+  // sequence published (always leaving its last known token to compute, for the logits).
+  void share_prefix(Sequence& s) {
+    const int bs = options.block_size;
+    int parent = -1;
+    while (int(s.blocks.size() + 1) * bs <= int(s.tokens.size()) - 1) {
+      const int at = int(s.blocks.size()) * bs;
+      std::vector<int> content(s.tokens.begin() + at, s.tokens.begin() + at + bs);
+      auto b = blocks.find_prefix(parent, content);
+      if (!b) break;
+      blocks.retain(*b);
+      s.blocks.push_back(*b);
+      s.computed += bs;
+      s.published += 1;
+      parent = *b;
+      std::lock_guard<std::mutex> lk(mtx);
+      ++stats.shared_block_hits;
+    }
+  }
+
+  void publish_full_blocks(Sequence& s) {
+    const int bs = options.block_size;
+    while ((s.published + 1) * bs <= s.computed) {
+      const int i = s.published;
+      std::vector<int> content(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
+      blocks.publish(s.blocks[i], i == 0 ? -1 : s.blocks[i - 1], std::move(content));
+      ++s.published;
+    }
+  }
+
+  struct Scheduled {
+    Sequence* seq;
+    int start, end; // positions computed this step
+  };
+
+  bool step();
+};
+
+bool Engine::Impl::step() {
+  // Take new requests and cancellations.
+  std::unordered_set<int64_t> to_cancel;
+  {
+    std::lock_guard<std::mutex> lk(mtx);
+    while (!inbox.empty()) {
+      waiting.push_back(std::move(inbox.front()));
+      inbox.pop_front();
+    }
+    to_cancel = cancels;
+  }
+  if (!to_cancel.empty()) {
+    auto cancel_in = [&](auto& container) {
+      for (auto it = container.begin(); it != container.end();) {
+        if (to_cancel.count((*it)->id)) {
+          SeqPtr s = std::move(*it);
+          it = container.erase(it);
+          finish(std::move(s), "cancelled");
+        } else {
+          ++it;
+        }
+      }
+    };
+    cancel_in(running);
+    cancel_in(waiting);
+    std::lock_guard<std::mutex> lk(mtx);
+    cancels.clear(); // ids of requests that had already finished
+  }
+
+  // Schedule: running sequences oldest first (decodes, then prefill continuations), then
+  // admissions while blocks and the token budget allow.
+  std::sort(running.begin(), running.end(), [](const SeqPtr& a, const SeqPtr& b) {
+    const bool da = int(a->tokens.size()) - a->computed == 1, db = int(b->tokens.size()) - b->computed == 1;
+    return da != db ? da : a->admitted < b->admitted;
+  });
+  int budget = options.max_batch_tokens;
+  std::vector<Scheduled> batch;
+  for (size_t i = 0; i < running.size() && budget > 0;) {
+    Sequence& s = *running[i];
+    const int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
+    if (!reserve(s, end)) {
+      // No block left: recompute the latest admitted sequence not yet scheduled later (it
+      // may be s itself).
+      preempt_latest(i);
+      continue; // running[i] is s again unless s was the one preempted
+    }
+    batch.push_back({&s, s.computed, end});
+    budget -= end - s.computed;
+    ++i;
+  }
+  while (!waiting.empty() && budget > 0 && int(running.size()) < options.max_running) {
+    Sequence& s = *waiting.front();
+    if (options.prefix_sharing) share_prefix(s);
+    const int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
+    if (!reserve(s, end)) {
+      release_blocks(s); // admitted later, when blocks are free
+      break;
+    }
+    s.admitted = admissions++;
+    batch.push_back({&s, s.computed, end});
+    budget -= end - s.computed;
+    running.push_back(std::move(waiting.front()));
+    waiting.pop_front();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mtx);
+    ++stats.steps;
+  }
+  if (batch.empty()) {
+    std::lock_guard<std::mutex> lk(mtx);
+    return unfinished > 0;
+  }
+
+  // The ragged batch.
+  const int bs = options.block_size;
+  int T = 0;
+  size_t max_blocks = 1;
+  for (auto& b : batch) {
+    T += b.end - b.start;
+    max_blocks = std::max(max_blocks, b.seq->blocks.size());
+  }
+  std::vector<int32_t> tokens, positions, slots, lengths, tables, sample_rows;
+  std::vector<Sequence*> sampled;
+  tokens.reserve(T);
+  for (auto& b : batch) {
+    Sequence& s = *b.seq;
+    for (int p = b.start; p < b.end; ++p) {
+      tokens.push_back(s.tokens[p]);
+      positions.push_back(p);
+      slots.push_back(s.blocks[p / bs] * bs + p % bs);
+      lengths.push_back(p + 1);
+      for (size_t j = 0; j < max_blocks; ++j) tables.push_back(j < s.blocks.size() ? s.blocks[j] : 0);
+    }
+    if (b.end == int(s.tokens.size())) {
+      sample_rows.push_back(int32_t(tokens.size()) - 1);
+      sampled.push_back(&s);
+    }
+  }
+  detail::PagedBatch pb;
+  pb.tokens = array(tokens.begin(), {T}, int32);
+  pb.positions = array(positions.begin(), {T}, int32);
+  pb.slots = array(slots.begin(), {T}, int32);
+  pb.lengths = array(lengths.begin(), {T}, int32);
+  pb.tables = array(tables.begin(), {T, int(max_blocks)}, int32);
+  pb.sample_rows = array(sample_rows.begin(), {int(sample_rows.size())}, int32);
+
+  std::vector<int> next_tokens;
+  std::string error;
+  try {
+    array logits = detail::paged_forward(model.config(), model.run_weights(), pb, k_pools, v_pools);
+    std::vector<array> outs;
+    const int V = logits.shape(1);
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      Sequence& s = *sampled[i];
+      std::optional<array> context;
+      if (s.request.sampling.repetition_penalty != 1.0f) {
+        context = array(s.tokens.begin(), {1, int(s.tokens.size())}, int32);
+      }
+      outs.push_back(s.sampler(slice(logits, {int(i), 0}, {int(i) + 1, V}), context));
+    }
+    std::vector<array> all = outs;
+    all.insert(all.end(), k_pools.begin(), k_pools.end());
+    all.insert(all.end(), v_pools.begin(), v_pools.end());
+    eval(all);
+    for (auto& o : outs) next_tokens.push_back(o.item<int>());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+
+  // Account for the step; finish what ended.
+  std::unordered_set<Sequence*> done;
+  std::vector<std::pair<Sequence*, std::string>> endings;
+  if (!error.empty()) {
+    // The pools may hold a partial write: every sequence in the batch ends with the error.
+    for (auto& b : batch) endings.push_back({b.seq, "error: " + error});
+  } else {
+    for (auto& b : batch) {
+      b.seq->computed = b.end;
+      if (options.prefix_sharing) publish_full_blocks(*b.seq);
+    }
+    const auto& eos = model.config().eos_token_ids;
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      Sequence& s = *sampled[i];
+      const int token = next_tokens[i];
+      s.tokens.push_back(token);
+      bool go_on = true;
+      if (s.on_token) {
+        try {
+          go_on = s.on_token(token);
+        } catch (const std::exception& e) {
+          endings.push_back({&s, std::string("error: ") + e.what()});
+          continue;
+        }
+      }
+      const int made = int(s.tokens.size()) - s.prompt_len;
+      if (!go_on || (s.request.stop_at_eos && std::find(eos.begin(), eos.end(), token) != eos.end())) {
+        endings.push_back({&s, "stop"});
+      } else if (made >= s.max_new) {
+        endings.push_back({&s, "length"});
+      }
+    }
+  }
+  for (auto& [seq, reason] : endings) {
+    auto it = std::find_if(running.begin(), running.end(), [&](const SeqPtr& p) { return p.get() == seq; });
+    if (it == running.end()) continue;
+    SeqPtr s = std::move(*it);
+    running.erase(it);
+    finish(std::move(s), reason);
+  }
+  std::lock_guard<std::mutex> lk(mtx);
+  return unfinished > 0;
+}
+
+Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
+  const ModelConfig& c = model.config();
+  if (auto why = detail::paged_unsupported(c)) {
+    fail("cannot serve this model: " + *why);
+  }
+  if (options_.block_size <= 0 || options_.max_batch_tokens <= 0 || options_.max_running <= 0 ||
+      options_.num_blocks < 0) {
+    fail("block_size, max_batch_tokens and max_running must be positive and num_blocks non-negative; got " +
+         std::to_string(options_.block_size) + ", " + std::to_string(options_.max_batch_tokens) + ", " +
+         std::to_string(options_.max_running) + ", " + std::to_string(options_.num_blocks));
+  }
+  if (options_.num_blocks == 0) {
+    options_.num_blocks = std::min(8192, 16 * ceil_div(c.max_position_embeddings, options_.block_size));
+  }
+  impl_ = std::make_unique<Impl>(model, options_, options_.num_blocks);
+  impl_->stats.total_blocks = options_.num_blocks;
+}
+
+Engine::~Engine() {
+  stop();
+}
+
+int64_t Engine::submit(EngineRequest request, EngineTokenCallback on_token, EngineFinishCallback on_finish) {
+  const ModelConfig& c = model_.config();
+  const int n = int(request.prompt.size());
+  if (n == 0) {
+    fail("the prompt is empty");
+  }
+  for (int id : request.prompt) {
+    if (id < 0 || id >= c.vocab_size) {
+      fail("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(c.vocab_size));
+    }
+  }
+  if (n >= c.max_position_embeddings) {
+    fail("the prompt has " + std::to_string(n) + " tokens; the model's context (max_position_embeddings) is " +
+         std::to_string(c.max_position_embeddings) + ", which leaves no room to generate");
+  }
+  if (request.max_tokens < 0) {
+    fail("max_tokens must be non-negative; got " + std::to_string(request.max_tokens));
+  }
+  const int max_new = std::min(request.max_tokens, c.max_position_embeddings - n);
+  if (ceil_div(n + max_new, options_.block_size) > options_.num_blocks) {
+    fail("a request of " + std::to_string(n) + " prompt tokens and up to " + std::to_string(max_new) +
+         " new ones needs more KV blocks than the pool's " + std::to_string(options_.num_blocks));
+  }
+  auto seq = std::make_unique<Impl::Sequence>(0, std::move(request), std::move(on_token), std::move(on_finish));
+  seq->tokens = seq->request.prompt;
+  seq->prompt_len = n;
+  seq->max_new = max_new;
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    id = impl_->next_id++;
+    seq->id = id;
+    ++impl_->unfinished;
+    impl_->inbox.push_back(std::move(seq));
+  }
+  impl_->cv.notify_all();
+  return id;
+}
+
+void Engine::cancel(int64_t id) {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    impl_->cancels.insert(id);
+  }
+  impl_->cv.notify_all();
+}
+
+bool Engine::step() {
+  // Requests with nothing to generate end without a forward pass.
+  {
+    std::deque<Impl::SeqPtr> empty_ones;
+    {
+      std::lock_guard<std::mutex> lk(impl_->mtx);
+      for (auto it = impl_->inbox.begin(); it != impl_->inbox.end();) {
+        if ((*it)->max_new == 0) {
+          empty_ones.push_back(std::move(*it));
+          it = impl_->inbox.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& s : empty_ones) impl_->finish(std::move(s), "length");
+  }
+  bool more = impl_->step();
+  std::lock_guard<std::mutex> lk(impl_->mtx);
+  impl_->stats.free_blocks = impl_->blocks.free_count();
+  impl_->stats.running = int(impl_->running.size());
+  impl_->stats.waiting = int(impl_->waiting.size() + impl_->inbox.size());
+  return more;
+}
+
+void Engine::run_until_idle() {
+  while (step()) {
+  }
+}
+
+void Engine::start() {
+  std::lock_guard<std::mutex> lk(impl_->mtx);
+  if (impl_->worker.joinable()) return;
+  impl_->stopping = false;
+  impl_->worker = std::thread([this] {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(impl_->mtx);
+        impl_->cv.wait(lk, [this] { return impl_->stopping || impl_->unfinished > 0; });
+        if (impl_->stopping) return;
+      }
+      step();
+    }
+  });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lk(impl_->mtx);
+  return impl_->stats;
+}
+
+std::vector<EngineResult> generate_batch(const Model& model, const std::vector<EngineRequest>& requests,
+                                         EngineOptions options) {
+  Engine engine(model, options);
+  std::vector<EngineResult> results(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    engine.submit(requests[i], {}, [&results, i](const EngineResult& r) { results[i] = r; });
+  }
+  engine.run_until_idle();
+  return results;
+}
+
+} // namespace nuvec::lm

@@ -1,0 +1,75 @@
+// The forward pass of the serving engine (include/nuvec/lm/engine.h) over a ragged batch: the
+// tokens of many sequences as rows [T, hidden], each attention layer writing its keys and
+// values into the paged pools (fast::paged_write) and attending through its sequence's block
+// table (fast::paged_attention, every token a query row of its own with its own length, so
+// prefill chunks and decode tokens share one call). The projections, norms, MLP and MoE are
+// the dense path's (src/lm/layers.h); the rotation is the same rope, applied per token at its
+// position. Source: vLLM's model runner (flattened tokens with per-token slots).
+#include <cmath>
+
+#include "layers.h"
+#include "nuvec/ops.h"
+
+namespace nuvec::lm::detail {
+
+std::optional<std::string> paged_unsupported(const ModelConfig& c) {
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.is_linear_layer(i)) {
+      return "Gated DeltaNet layers (" + c.model_type + ") keep a recurrent state, not a paged KV cache";
+    }
+  }
+  if (c.gpt_oss) {
+    return "attention sinks and sliding windows (gpt_oss) are not in paged_attention";
+  }
+  if (c.attention_output_gate) {
+    return "gated attention outputs (" + c.model_type + ") are not paged";
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer, const array& x,
+                            const PagedBatch& b, array& k_pool, array& v_pool) {
+  const std::string path = layer_path(layer) + ".self_attn";
+  const int T = x.shape(0), D = c.head_dim;
+  const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  // [T, H, 1, D]: each token is a batch row of its own (its own position and length).
+  auto heads = [&](const char* proj, int h) { return reshape(linear(c, w, path + "." + proj, x), {T, h, 1, D}); };
+  array q = heads("q_proj", Hq), k = heads("k_proj", Hkv), v = heads("v_proj", Hkv);
+  if (c.qk_norm) {
+    q = fast::rms_norm(q, norm_weight(c, w, path + ".q_norm.weight"), c.rms_norm_eps);
+    k = fast::rms_norm(k, norm_weight(c, w, path + ".k_norm.weight"), c.rms_norm_eps);
+  }
+  const fast::Rotation rot = rotation(c);
+  q = fast::rope(q, rot.dims, rot.traditional, rot.base, rot.scale, b.positions, rot.freqs);
+  k = fast::rope(k, rot.dims, rot.traditional, rot.base, rot.scale, b.positions, rot.freqs);
+  k_pool = fast::paged_write(k_pool, reshape(k, {T, Hkv, D}), b.slots);
+  v_pool = fast::paged_write(v_pool, reshape(v, {T, Hkv, D}), b.slots);
+  const float m = rope_attention_factor(c);
+  array o = fast::paged_attention(q, k_pool, v_pool, b.tables, b.lengths, m * m / std::sqrt(float(D)));
+  return linear(c, w, path + ".o_proj", reshape(o, {T, Hq * D}));
+}
+
+} // namespace
+
+array paged_forward(const ModelConfig& c, const WeightMap& w, const PagedBatch& b, std::vector<array>& k_pools,
+                    std::vector<array>& v_pools) {
+  const int T = b.tokens.shape(0);
+  const float eps = c.rms_norm_eps;
+  auto norm = [&](const std::string& name) { return norm_weight(c, w, name); };
+  array h = embedding(c, w, "model.embed_tokens", b.tokens);
+  array y = fast::rms_norm(h, norm(layer_path(0) + ".input_layernorm.weight"), eps);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    array a = paged_attention_layer(c, w, i, y, b, k_pools[i], v_pools[i]);
+    std::tie(h, y) = fast::add_rms_norm(a, h, norm(layer_path(i) + ".post_attention_layernorm.weight"), eps);
+    array mlp = feed_forward(c, w, i, y, 1, T);
+    const std::string next = i + 1 < c.num_hidden_layers ? layer_path(i + 1) + ".input_layernorm.weight"
+                                                           : std::string("model.norm.weight");
+    std::tie(h, y) = fast::add_rms_norm(mlp, h, norm(next), eps);
+  }
+  // Only the rows that are sampled go through the output projection.
+  return linear(c, w, c.tie_word_embeddings ? "model.embed_tokens" : "lm_head", take(y, b.sample_rows, 0));
+}
+
+} // namespace nuvec::lm::detail
