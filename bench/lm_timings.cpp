@@ -24,39 +24,13 @@
 #include "nuvec/random.h"
 #include "nuvec/transforms.h"
 
+#include "lm_shapes.h"
+
 namespace nx = nuvec;
+using nuvec::bench::random_model;
 namespace lm = nuvec::lm;
 
 namespace {
-
-lm::ModelConfig shape_config(const std::string& shape) {
-  std::string json;
-  if (shape == "llama-3.2-1b") {
-    json = R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
-      "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
-      "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": true, "rope_theta": 500000.0,
-      "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                       "original_max_position_embeddings": 8192}})";
-  } else if (shape == "qwen3-0.6b") {
-    json = R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
-      "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-      "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
-  } else if (shape == "qwen3-8b") {
-    json = R"({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 12288,
-      "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-      "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "rope_theta": 1000000.0})";
-  } else if (shape == "qwen3-tiny") {
-    // Qwen3-0.6B's layers and ops at widths where the kernels cost next to nothing: its decode
-    // time is the host's cost per step (graph building, scheduling, launches).
-    json = R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
-      "num_hidden_layers": 28, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 128,
-      "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
-  } else {
-    std::cerr << "unknown shape " << shape << " (llama-3.2-1b, qwen3-0.6b, qwen3-8b, qwen3-tiny)\n";
-    std::exit(1);
-  }
-  return lm::ModelConfig::from_json_string(json);
-}
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -103,31 +77,9 @@ int main(int argc, char** argv) {
     }
   }
   nx::set_default_device(nx::Device(nx::is_available(nx::Device(nx::Device::gpu)) ? nx::Device::gpu : nx::Device::cpu));
-  lm::ModelConfig config = shape_config(shape);
-  lm::WeightMap weights = lm::init_weights(config, nx::bfloat16, 0.02f, nx::random::key(0));
-  if (bits > 0) {
-    config.quantization = lm::QuantizationSpec{64, bits, "affine"};
-    lm::WeightMap q;
-    for (auto& [name, w] : weights) {
-      if (w.ndim() == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) {
-        auto parts = nx::quantize(w, 64, bits);
-        std::string module = name.substr(0, name.size() - 7);
-        q.insert_or_assign(module + ".weight", parts[0]);
-        q.insert_or_assign(module + ".scales", parts[1]);
-        q.insert_or_assign(module + ".biases", parts[2]);
-      } else {
-        q.insert_or_assign(name, w);
-      }
-    }
-    weights = std::move(q);
-  }
-  std::vector<nx::array> all;
+  lm::Model model = random_model(shape, bits);
+  const lm::ModelConfig& config = model.config();
   size_t weight_bytes = 0;
-  for (auto& [name, w] : weights) {
-    all.push_back(w);
-  }
-  nx::eval(all);
-  lm::Model model(config, weights);
   for (auto& [name, w] : model.weights()) {
     // Bytes one decode step reads: everything but the embedding rows it does not look up
     // (a tied table is read whole by the output projection).

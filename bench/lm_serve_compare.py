@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""nuvec-lm's serving engine beside transformers' batched generate (eager, bf16) on the GPU:
+output tokens/s at several concurrencies (C requests of --prompt random tokens and --output
+new ones, greedy), and nuvec's p50/p99 time to first token and inter-token latency (batch-1
+decode against its floor: bench/lm_compare.py).
+
+    python3 bench/lm_serve_compare.py --nuvec build/bench/nuvec-lm-serve-timings \\
+        [--shapes llama-3.2-1b,qwen3-8b] [--concurrency 1,8,64,256] [--prompt 512] [--output 256]
+"""
+import argparse
+import json
+import subprocess
+import time
+
+import torch
+
+from lm_compare import SHAPES, copy_bandwidth
+
+
+def transformers_throughput(shape, concurrency, prompt, output):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    cfg = dict(SHAPES[shape])
+    model_type = cfg.pop("model_type")
+    config = AutoConfig.for_model(model_type, **cfg)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+    out = {}
+    with torch.no_grad():
+        for c in concurrency:
+            ids = torch.randint(0, cfg["vocab_size"], (c, prompt), device="cuda")
+            try:
+                model.generate(ids[:, :16], max_new_tokens=2, min_new_tokens=2, do_sample=False)  # warm-up
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                model.generate(ids, max_new_tokens=output, min_new_tokens=output, do_sample=False)
+                torch.cuda.synchronize()
+                out[c] = c * output / (time.perf_counter() - t)
+            except torch.cuda.OutOfMemoryError:
+                out[c] = float("nan")
+                torch.cuda.empty_cache()
+    del model
+    torch.cuda.empty_cache()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nuvec", required=True)
+    ap.add_argument("--shapes", default="llama-3.2-1b,qwen3-8b")
+    ap.add_argument("--concurrency", default="1,8,64,256")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--output", type=int, default=256)
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args()
+    conc = [int(c) for c in args.concurrency.split(",")]
+    bw = copy_bandwidth()
+    print(f"copy bandwidth {bw / 1e9:.0f} GB/s", flush=True)
+    rows = []
+    for shape in args.shapes.split(","):
+        ref = {} if args.no_torch else transformers_throughput(shape, conc, args.prompt, args.output)
+        print(shape, "transformers", ref, flush=True)
+        r = subprocess.run([args.nuvec, shape, "--concurrency", args.concurrency, "--prompt", str(args.prompt),
+                            "--output", str(args.output)], capture_output=True, text=True, timeout=1800)
+        if r.returncode != 0:
+            print(shape, "FAILED", r.stderr[-2000:])
+            continue
+        for line in r.stdout.splitlines():
+            print(line, flush=True)
+            m = json.loads(line)
+            rows.append((shape, m, ref.get(m["concurrency"], float("nan"))))
+    print(f"{'shape':14} {'C':>4} | {'out tok/s':>10} {'hf':>9} {'x':>6} | {'ttft p50':>9} {'p99':>9} | "
+          f"{'itl p50':>8} {'p99':>8} ms")
+    for shape, m, hf in rows:
+        print(f"{shape:14} {m['concurrency']:>4} | {m['output_tok_s']:10.1f} {hf:9.1f} {m['output_tok_s'] / hf:6.2f} | "
+              f"{m['ttft_p50_ms']:9.1f} {m['ttft_p99_ms']:9.1f} | {m['itl_p50_ms']:8.2f} {m['itl_p99_ms']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
