@@ -1,10 +1,12 @@
 // nuvec-lm: run language models from Hugging Face / mlx-lm model directories.
 //   nuvec-lm generate --model DIR --prompt TEXT [sampling flags]
 //   nuvec-lm chat     --model DIR [--system TEXT]            (stdin lines are user turns)
+//   nuvec-lm serve    --model DIR [--port N] [--host H]      (an OpenAI-compatible server)
 //   nuvec-lm convert  --model DIR --out DIR2 [--quantize --bits 4 --group-size 64] [--dtype T]
 //   nuvec-lm train    [--data DIR] [--out DIR] [--steps N]   (a small Llama from scratch)
 // Library: include/nuvec/lm/lm.h. Tokens are printed as they are produced; the timings go to
 // stderr.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,14 +16,19 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nuvec/device.h"
 #include "nuvec/lm/chat_template.h"
+#include "nuvec/lm/engine.h"
 #include "nuvec/lm/lm.h"
+#include "nuvec/lm/stop_strings.h"
+#include "nuvec/lm/serve.h"
 #include "nuvec/lm/train.h"
 #include "report.h"
 
@@ -36,6 +43,7 @@ const char* kUsage =
     "commands:\n"
     "  generate   complete a prompt:   nuvec-lm generate --model DIR --prompt TEXT\n"
     "  chat       converse (stdin):    nuvec-lm chat --model DIR [--system TEXT]\n"
+    "  serve      OpenAI-compatible:   nuvec-lm serve --model DIR [--port N] [--host H]\n"
     "  convert    cast or quantize:    nuvec-lm convert --model DIR --out DIR2 --quantize\n"
     "  train      train from scratch:  nuvec-lm train [--data DIR] [--out DIR] [--steps N]\n"
     "\n"
@@ -43,6 +51,8 @@ const char* kUsage =
     "  --model DIR             a Hugging Face or mlx-lm model directory (config.json,\n"
     "                          *.safetensors, tokenizer.json)\n"
     "  --prompt TEXT           the prompt (raw text; special tokens written out are recognised)\n"
+    "  --batch FILE            instead of --prompt: each line of FILE is a prompt; all run at once\n"
+    "                          through the serving engine, one JSON line of output per prompt\n"
     "  --max-tokens N          new tokens at most (default 256)\n"
     "  --temp T                sampling temperature; 0 is greedy (default 0)\n"
     "  --top-k K  --top-p P  --min-p P  --repetition-penalty R   as transformers' generate\n"
@@ -57,6 +67,22 @@ const char* kUsage =
     "  --chat-template FILE    a Jinja chat template instead of the model's\n"
     "  --no-thinking           enable_thinking=false for templates that have it (Qwen3)\n"
     "  each stdin line is a user turn; /reset starts over, /exit ends\n"
+    "\n"
+    "serve flags (GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions;\n"
+    "streaming with server-sent events; SIGINT or SIGTERM stops it):\n"
+    "  --model DIR             the model directory\n"
+    "  --host H                address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
+    "  --port N                TCP port (default 8080; 0 picks a free one, printed)\n"
+    "  --model-name NAME       the model id clients name (default: the directory's name)\n"
+    "  --chat-template FILE    a Jinja chat template instead of the model's\n"
+    "  --block-size N          positions per KV block (default 16)\n"
+    "  --num-blocks N          KV blocks (default: 16 full contexts, at most 8192)\n"
+    "  --max-batch-tokens N    tokens one engine step computes (default 512)\n"
+    "  --max-running N         sequences decoded at once (default 256)\n"
+    "  --no-prefix-sharing     do not share equal prompt blocks between requests\n"
+    "  --threads N             HTTP connections served at once (default 128)\n"
+    "  --log                   a line on stderr per request\n"
+    "  --dtype T  --device cpu|gpu   as generate\n"
     "\n"
     "convert flags:\n"
     "  --model DIR --out DIR2  input and output directories\n"
@@ -217,19 +243,93 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
+// generate --batch FILE: every non-empty line of FILE is a prompt; all of them run through one
+// serving engine (continuous batching) and each result is printed as a JSON line, in order.
+int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
+  std::ifstream in(f.get("batch"));
+  if (!in) {
+    std::cerr << "nuvec-lm: cannot read --batch " << f.get("batch") << "\n";
+    return 2;
+  }
+  std::vector<std::string> prompts;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) prompts.push_back(line);
+  }
+  auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
+  lm::Engine engine(model);
+  struct Output {
+    std::unique_ptr<lm::StopStringDecoder> decoder;
+    std::string text;
+    lm::EngineResult result;
+  };
+  std::vector<Output> outputs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    lm::EngineRequest r;
+    r.prompt = tokenizer.encode(prompts[i], true);
+    r.sampling = o.sampling;
+    if (r.sampling.seed) *r.sampling.seed += i; // each line its own stream, reproducible
+    r.max_tokens = o.max_tokens;
+    r.stop_at_eos = o.stop_at_eos;
+    Output& out = outputs[i];
+    out.decoder = std::make_unique<lm::StopStringDecoder>(tokenizer, o.stop_strings);
+    engine.submit(
+        std::move(r),
+        [&out](int token) {
+          out.text += out.decoder->push(token);
+          return !out.decoder->stopped();
+        },
+        [&out](const lm::EngineResult& res) {
+          out.text += out.decoder->finish();
+          out.result = res;
+        });
+  }
+  engine.run_until_idle();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Output& out = outputs[i];
+    nlohmann::json line = {{"index", i},
+                           {"prompt", prompts[i]},
+                           {"text", out.text},
+                           {"finish_reason", out.decoder->stopped() ? std::string("stop") : out.result.finish_reason},
+                           {"prompt_tokens", out.result.prompt_tokens},
+                           {"completion_tokens", out.result.tokens.size()}};
+    std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  const lm::EngineStats st = engine.stats();
+  std::cerr << prompts.size() << " prompts, " << st.steps << " engine steps, " << st.preemptions << " preemptions\n";
+  return 0;
+}
+
 int cmd_generate(int argc, char** argv) {
-  Flags f = parse(argc, argv, {"ignore-eos"}, with({"model", "prompt"}, kGenerationFlags));
-  if (!f.has("model") || !f.has("prompt")) {
-    usage_error("generate needs --model and --prompt");
+  Flags f = parse(argc, argv, {"ignore-eos"}, with({"model", "prompt", "batch"}, kGenerationFlags));
+  if (!f.has("model") || f.has("prompt") == f.has("batch")) {
+    usage_error("generate needs --model and one of --prompt and --batch");
   }
   pick_device(f);
   lm::GenerationOptions o = generation_options(f);
+  if (f.has("batch")) {
+    return generate_batch_file(f, o);
+  }
   auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
   std::vector<int> prompt = tokenizer.encode(f.get("prompt"), true);
   lm::GenerationResult r = lm::generate(model, tokenizer, prompt, o, print_piece);
   std::cout << "\n";
   print_stats(r);
   return 0;
+}
+
+// --chat-template FILE, else the template of the --model directory (throws
+// std::runtime_error when there is none or the file cannot be read).
+lm::ChatTemplate chat_template_flag(const Flags& f) {
+  if (!f.has("chat-template")) {
+    return lm::ChatTemplate::from_tokenizer_config(f.get("model"));
+  }
+  std::ifstream in(f.get("chat-template"));
+  if (!in) {
+    throw std::runtime_error("cannot read " + f.get("chat-template"));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return lm::ChatTemplate(ss.str());
 }
 
 // A conversation on stdin: each line is a user turn, rendered with the model's chat template
@@ -244,18 +344,7 @@ int cmd_chat(int argc, char** argv) {
   pick_device(f);
   lm::GenerationOptions o = generation_options(f);
   auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
-  lm::ChatTemplate chat_template = [&] {
-    if (!f.has("chat-template")) {
-      return lm::ChatTemplate::from_tokenizer_config(f.get("model"));
-    }
-    std::ifstream in(f.get("chat-template"));
-    if (!in) {
-      throw std::runtime_error("cannot read " + f.get("chat-template"));
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return lm::ChatTemplate(ss.str());
-  }();
+  lm::ChatTemplate chat_template = chat_template_flag(f);
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   if (f.has("no-thinking")) {
     extra["enable_thinking"] = false;
@@ -285,6 +374,65 @@ int cmd_chat(int argc, char** argv) {
     print_stats(r);
     messages.push_back({{"role", "assistant"}, {"content", r.text}});
   }
+  return 0;
+}
+
+volatile sig_atomic_t g_stop_signal = 0;
+
+// An OpenAI-compatible server (include/nuvec/lm/serve.h): the engine steps on its own thread,
+// the HTTP server answers on its pool; SIGINT or SIGTERM stops both.
+int cmd_serve(int argc, char** argv) {
+  Flags f = parse(argc, argv, {"no-prefix-sharing", "log"},
+                  {"model", "host", "port", "model-name", "chat-template", "block-size", "num-blocks",
+                   "max-batch-tokens", "max-running", "threads", "dtype", "device"});
+  if (!f.has("model")) {
+    usage_error("serve needs --model");
+  }
+  pick_device(f);
+  lm::ServeOptions so;
+  so.host = f.get("host", so.host);
+  so.port = int(f.number("port", so.port, 0, 65535));
+  so.threads = int(f.number("threads", so.threads, 1, 4096));
+  so.log_requests = f.has("log");
+  std::string dir = f.get("model");
+  while (dir.size() > 1 && dir.back() == '/') {
+    dir.pop_back();
+  }
+  so.model_name = f.get("model-name", dir.substr(dir.find_last_of('/') + 1));
+  lm::EngineOptions eo;
+  eo.block_size = int(f.number("block-size", eo.block_size, 1, 4096));
+  eo.num_blocks = int(f.number("num-blocks", eo.num_blocks, 0, 1e9));
+  eo.max_batch_tokens = int(f.number("max-batch-tokens", eo.max_batch_tokens, 1, 1e9));
+  eo.max_running = int(f.number("max-running", eo.max_running, 1, 1e9));
+  eo.prefix_sharing = !f.has("no-prefix-sharing");
+  try {
+    so.chat_template = chat_template_flag(f);
+  } catch (const std::runtime_error& e) {
+    if (f.has("chat-template")) {
+      throw;
+    }
+    std::cerr << "nuvec-lm serve: no chat template (" << e.what() << "); /v1/chat/completions will refuse requests\n";
+  }
+  auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
+  lm::Engine engine(model, eo);
+  engine.start();
+  lm::Server server(engine, tokenizer, so);
+  int port = server.start();
+  lm::EngineStats stats = engine.stats();
+  std::cout << "nuvec-lm serve: " << so.model_name << " (" << stats.total_blocks << " KV blocks of "
+            << eo.block_size << ") listening on http://" << so.host << ":" << port << std::endl;
+  // Any thread may take the signal; the handler only sets the flag this loop watches.
+  struct sigaction on_signal {};
+  on_signal.sa_handler = [](int sig) { g_stop_signal = sig; };
+  sigaction(SIGINT, &on_signal, nullptr);
+  sigaction(SIGTERM, &on_signal, nullptr);
+  while (!g_stop_signal) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  int sig = g_stop_signal;
+  std::cout << "nuvec-lm serve: stopping (signal " << sig << ")" << std::endl;
+  server.stop();
+  engine.stop();
   return 0;
 }
 
@@ -496,6 +644,9 @@ int main(int argc, char** argv) {
     }
     if (cmd == "chat") {
       return cmd_chat(argc, argv);
+    }
+    if (cmd == "serve") {
+      return cmd_serve(argc, argv);
     }
     if (cmd == "convert") {
       return cmd_convert(argc, argv);

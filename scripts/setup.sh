@@ -10,7 +10,7 @@ PACKAGES=(
   python3 python3-numpy
   zlib1g-dev libjemalloc-dev dataset-fashion-mnist gnuplot-nox doctest-dev
   libopenmpi-dev openmpi-bin
-  libpcre2-dev libicu-dev
+  libpcre2-dev libicu-dev libcpp-httplib-dev
   fortunes fortunes-min
 )
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/host_profile.h"
+#include "nuvec/lm/stop_strings.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
 
@@ -133,11 +134,8 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
 
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, const std::vector<int>& prompt,
                           const GenerationOptions& options, const TextCallback& on_text) {
-  StreamingDecoder decoder(tokenizer, /*skip_special_tokens=*/true);
-  const auto& stops = options.stop_strings;
-  std::string text;    // everything final so far
-  std::string pending; // decoded but maybe part of a stop string
-  bool stopped = false;
+  StopStringDecoder decoder(tokenizer, options.stop_strings);
+  std::string text; // everything final so far
   bool user_stop = false;
   auto emit = [&](const std::string& piece) {
     text += piece;
@@ -145,49 +143,12 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, const 
       user_stop = true;
     }
   };
-  auto flush = [&](bool final) {
-    // A stop string completed: keep what precedes it and end.
-    size_t cut = std::string::npos;
-    for (auto& s : stops) {
-      if (s.empty()) {
-        continue;
-      }
-      size_t at = pending.find(s);
-      if (at != std::string::npos) {
-        cut = std::min(cut, at);
-      }
-    }
-    if (cut != std::string::npos) {
-      emit(pending.substr(0, cut));
-      pending.clear();
-      stopped = true;
-      return;
-    }
-    size_t keep = 0;
-    if (!final) {
-      // The longest suffix of pending that is a proper prefix of a stop string.
-      for (auto& s : stops) {
-        for (size_t len = std::min(s.size() - 1, pending.size()); len > keep; --len) {
-          if (pending.compare(pending.size() - len, len, s, 0, len) == 0) {
-            keep = len;
-            break;
-          }
-        }
-      }
-    }
-    emit(pending.substr(0, pending.size() - keep));
-    pending.erase(0, pending.size() - keep);
-  };
   GenerationResult result = generate_tokens(model, prompt, options, [&](int token) {
-    pending += decoder.push(token);
-    flush(false);
-    return !stopped && !user_stop;
+    emit(decoder.push(token));
+    return !decoder.stopped() && !user_stop;
   });
-  if (!stopped) {
-    pending += decoder.finish();
-    flush(true);
-  }
-  if (stopped) {
+  emit(decoder.finish());
+  if (decoder.stopped()) {
     result.finish_reason = "stop";
   }
   result.text = text;

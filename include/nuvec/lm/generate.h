@@ -46,8 +46,8 @@ using TextCallback = std::function<bool(const std::string& text)>;
 GenerationResult generate_tokens(const Model& model, const std::vector<int>& prompt,
                                  const GenerationOptions& options, const TokenCallback& on_token = {});
 
-/// generate_tokens with the text: tokens decoded with a StreamingDecoder, stop strings looked
-/// for in the decoded text (generation ends at the first one, which is left out), and every
+/// generate_tokens with the text: tokens decoded with a StopStringDecoder (stop strings looked
+/// for in the decoded text; generation ends at the first one, which is left out), and every
 /// final piece of text passed to on_text as it is produced.
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, const std::vector<int>& prompt,
                           const GenerationOptions& options, const TextCallback& on_text = {});

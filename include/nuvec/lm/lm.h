@@ -9,9 +9,12 @@
 
 #include "nuvec/lm/config.h"
 #include "nuvec/lm/convert.h"
+#include "nuvec/lm/engine.h"
 #include "nuvec/lm/generate.h"
 #include "nuvec/lm/model.h"
 #include "nuvec/lm/sampler.h"
+#include "nuvec/lm/serve.h"
+#include "nuvec/lm/stop_strings.h"
 #include "nuvec/lm/tokenizer.h"
 #include "nuvec/lm/weights.h"
 
