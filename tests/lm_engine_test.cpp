@@ -271,6 +271,18 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
     Model other = Model::load(fixture(arch), float32);
     EXPECT_NE(message([&] { Engine e(other); }).find("cannot serve"), std::string::npos) << arch;
   }
+  // A token callback that throws ends its own request with an error, not the others.
+  {
+    Engine e(model);
+    EngineResult thrower, other;
+    e.submit(greedy({1, 2, 3}, 5), [](int) -> bool { throw 42; }, [&](const EngineResult& r) { thrower = r; });
+    e.submit(greedy({4, 5, 6}, 5), {}, [&](const EngineResult& r) { other = r; });
+    e.run_until_idle();
+    EXPECT_EQ(thrower.finish_reason.rfind("error", 0), 0u) << thrower.finish_reason;
+    EXPECT_EQ(other.finish_reason, "length");
+    EXPECT_EQ(other.tokens.size(), 5u);
+    EXPECT_EQ(e.stats().free_blocks, e.stats().total_blocks);
+  }
   // Nothing to generate: finishes with "length" and no tokens.
   std::vector<EngineResult> none = generate_batch(model, {greedy({1, 2, 3}, 0)});
   EXPECT_TRUE(none[0].tokens.empty());

@@ -5,6 +5,7 @@
 #include "nuvec/lm/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <stdexcept>
 #include <unordered_set>
@@ -41,7 +42,7 @@ struct Engine::Impl {
     std::vector<int> blocks; // block table
     int computed = 0;        // positions whose keys and values are in the pools
     int published = 0;       // leading full blocks offered for prefix sharing
-    int64_t admitted = 0;    // admission order (preemption takes the latest)
+    int64_t admitted = -1;   // first admission's order (preemption takes the latest)
     std::string finish_reason;
 
     Sequence(int64_t id, EngineRequest r, EngineTokenCallback t, EngineFinishCallback f)
@@ -50,12 +51,19 @@ struct Engine::Impl {
   using SeqPtr = std::unique_ptr<Sequence>;
 
   Impl(const Model& model, const EngineOptions& o, int num_blocks) : model(model), options(o), blocks(num_blocks) {
+    make_pools();
+  }
+
+  // Every layer's key and value pools, zeroed dense buffers (a zeros broadcast would be
+  // copied by the first write).
+  void make_pools() {
     const ModelConfig& c = model.config();
+    k_pools.clear();
+    v_pools.clear();
     for (int i = 0; i < c.num_hidden_layers; ++i) {
-      // Dense buffers (a zeros broadcast would be copied by the first write).
-      array pool = contiguous(zeros({num_blocks, c.num_key_value_heads, o.block_size, c.head_dim}, model.dtype()));
-      k_pools.push_back(pool);
-      v_pools.push_back(contiguous(zeros(pool.shape(), pool.dtype())));
+      const Shape shape = {blocks.total(), c.num_key_value_heads, options.block_size, c.head_dim};
+      k_pools.push_back(contiguous(zeros(shape, model.dtype())));
+      v_pools.push_back(contiguous(zeros(shape, model.dtype())));
     }
     std::vector<array> all = k_pools;
     all.insert(all.end(), v_pools.begin(), v_pools.end());
@@ -137,9 +145,10 @@ struct Engine::Impl {
 
   // Prefix sharing for a sequence with nothing computed: its leading full blocks that another
   // sequence published (always leaving its last known token to compute, for the logits).
-  void share_prefix(Sequence& s) {
+  // Returns how many blocks it took.
+  int share_prefix(Sequence& s) {
     const int bs = options.block_size;
-    int parent = -1;
+    int parent = -1, taken = 0;
     while (int(s.blocks.size() + 1) * bs <= int(s.tokens.size()) - 1) {
       const int at = int(s.blocks.size()) * bs;
       std::vector<int> content(s.tokens.begin() + at, s.tokens.begin() + at + bs);
@@ -150,9 +159,9 @@ struct Engine::Impl {
       s.computed += bs;
       s.published += 1;
       parent = *b;
-      std::lock_guard<std::mutex> lk(mtx);
-      ++stats.shared_block_hits;
+      ++taken;
     }
+    return taken;
   }
 
   void publish_full_blocks(Sequence& s) {
@@ -182,7 +191,9 @@ bool Engine::Impl::step() {
       waiting.push_back(std::move(inbox.front()));
       inbox.pop_front();
     }
-    to_cancel = cancels;
+    // Taken with the inbox: every pending id is now in waiting or running, and a cancel that
+    // arrives later waits for the next step instead of being cleared unseen.
+    to_cancel.swap(cancels);
   }
   if (!to_cancel.empty()) {
     auto cancel_in = [&](auto& container) {
@@ -198,40 +209,46 @@ bool Engine::Impl::step() {
     };
     cancel_in(running);
     cancel_in(waiting);
-    std::lock_guard<std::mutex> lk(mtx);
-    cancels.clear(); // ids of requests that had already finished
   }
 
   // Schedule: running sequences oldest first (decodes, then prefill continuations), then
   // admissions while blocks and the token budget allow.
-  std::sort(running.begin(), running.end(), [](const SeqPtr& a, const SeqPtr& b) {
-    const bool da = int(a->tokens.size()) - a->computed == 1, db = int(b->tokens.size()) - b->computed == 1;
-    return da != db ? da : a->admitted < b->admitted;
-  });
+  // Oldest first: running[i..] always holds the newest, which preemption takes.
+  std::sort(running.begin(), running.end(),
+            [](const SeqPtr& a, const SeqPtr& b) { return a->admitted < b->admitted; });
   int budget = options.max_batch_tokens;
   std::vector<Scheduled> batch;
+  bool preempted = false;
   for (size_t i = 0; i < running.size() && budget > 0;) {
     Sequence& s = *running[i];
     const int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
     if (!reserve(s, end)) {
-      // No block left: recompute the latest admitted sequence not yet scheduled later (it
-      // may be s itself).
+      // No block left: the latest admitted sequence (it may be s itself) is recomputed later.
       preempt_latest(i);
+      preempted = true;
       continue; // running[i] is s again unless s was the one preempted
     }
     batch.push_back({&s, s.computed, end});
     budget -= end - s.computed;
     ++i;
   }
-  while (!waiting.empty() && budget > 0 && int(running.size()) < options.max_running) {
+  // After a preemption the freed blocks go to the running sequences' next steps, not to new
+  // admissions (which would be preempted again).
+  while (!preempted && !waiting.empty() && budget > 0 && int(running.size()) < options.max_running) {
     Sequence& s = *waiting.front();
-    if (options.prefix_sharing) share_prefix(s);
+    const int shared = options.prefix_sharing ? share_prefix(s) : 0;
     const int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
     if (!reserve(s, end)) {
       release_blocks(s); // admitted later, when blocks are free
       break;
     }
-    s.admitted = admissions++;
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      stats.shared_block_hits += shared;
+    }
+    if (s.admitted < 0) {
+      s.admitted = admissions++; // a preempted sequence keeps its seniority
+    }
     batch.push_back({&s, s.computed, end});
     budget -= end - s.computed;
     running.push_back(std::move(waiting.front()));
@@ -306,8 +323,10 @@ bool Engine::Impl::step() {
   std::unordered_set<Sequence*> done;
   std::vector<std::pair<Sequence*, std::string>> endings;
   if (!error.empty()) {
-    // The pools may hold a partial write: every sequence in the batch ends with the error.
-    for (auto& b : batch) endings.push_back({b.seq, "error: " + error});
+    // A failed node leaves zeros in its outputs, which may be a whole pool: every running
+    // sequence (and every published prefix block) may have lost its keys and values. They all
+    // end with the error and the pools start afresh; waiting sequences hold no blocks.
+    for (auto& r : running) endings.push_back({r.get(), "error: " + error});
   } else {
     for (auto& b : batch) {
       b.seq->computed = b.end;
@@ -325,6 +344,9 @@ bool Engine::Impl::step() {
         } catch (const std::exception& e) {
           endings.push_back({&s, std::string("error: ") + e.what()});
           continue;
+        } catch (...) {
+          endings.push_back({&s, "error: the token callback threw"});
+          continue;
         }
       }
       const int made = int(s.tokens.size()) - s.prompt_len;
@@ -341,6 +363,13 @@ bool Engine::Impl::step() {
     SeqPtr s = std::move(*it);
     running.erase(it);
     finish(std::move(s), reason);
+  }
+  if (!error.empty()) {
+    try {
+      make_pools();
+    } catch (...) {
+      // the next step's forward pass reports it to the requests it runs
+    }
   }
   std::lock_guard<std::mutex> lk(mtx);
   return unfinished > 0;
@@ -456,7 +485,13 @@ void Engine::start() {
         impl_->cv.wait(lk, [this] { return impl_->stopping || impl_->unfinished > 0; });
         if (impl_->stopping) return;
       }
-      step();
+      try {
+        step();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "[lm.Engine] step failed: %s\n", e.what());
+      } catch (...) {
+        std::fprintf(stderr, "[lm.Engine] step failed\n");
+      }
     }
   });
 }
