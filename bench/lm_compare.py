@@ -50,12 +50,18 @@ def copy_bandwidth():
     return 2 * n * 10 / (time.perf_counter() - t)
 
 
-def transformers_timings(shape, prefills, decode):
+def transformers_model(shape):
+    """A random-initialised transformers model of `shape` (bf16, eager attention, on the GPU)."""
     from transformers import AutoConfig, AutoModelForCausalLM
     cfg = dict(SHAPES[shape])
     model_type = cfg.pop("model_type")
     config = AutoConfig.for_model(model_type, **cfg)
-    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+    return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+
+
+def transformers_timings(shape, prefills, decode):
+    cfg = SHAPES[shape]
+    model = transformers_model(shape)
     out = {}
     with torch.no_grad():
         for L in prefills:

@@ -14,15 +14,12 @@ import time
 
 import torch
 
-from lm_compare import SHAPES, copy_bandwidth
+from lm_compare import SHAPES, copy_bandwidth, transformers_model
 
 
 def transformers_throughput(shape, concurrency, prompt, output):
-    from transformers import AutoConfig, AutoModelForCausalLM
-    cfg = dict(SHAPES[shape])
-    model_type = cfg.pop("model_type")
-    config = AutoConfig.for_model(model_type, **cfg)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+    cfg = SHAPES[shape]
+    model = transformers_model(shape)
     out = {}
     with torch.no_grad():
         for c in concurrency:

@@ -9,7 +9,6 @@
 //   (Qwen3-0.6B's 28 layers at tiny widths: the host's cost per decode step).
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -20,7 +19,6 @@
 #include "nuvec/device.h"
 #include "nuvec/lm/lm.h"
 #include "nuvec/ops.h"
-#include "nuvec/primitives.h"
 #include "nuvec/random.h"
 #include "nuvec/transforms.h"
 
@@ -48,7 +46,6 @@ size_t count_nodes(const nx::array& out) {
       continue;
     }
     ++n;
-    if (std::getenv("NUVEC_LM_NODE_NAMES")) std::fprintf(stderr, "node %s\n", a.primitive().name());
     for (auto& in : a.inputs()) stack.push_back(in);
   }
   return n;

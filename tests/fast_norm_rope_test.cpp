@@ -19,6 +19,7 @@
 #include "fast/norm_rope.h"
 #include "nuvec/export.h"
 #include "nuvec/nuvec.h"
+#include "donation_checks.h"
 #include "test_utils.h"
 
 using namespace nuvec;
@@ -308,16 +309,14 @@ TEST(FastNormRope, CacheWrittenInPlaceOnlyWhenNothingElseSeesIt) {
   array base = randn({2, 3, 9, 16}, float32);
   const array want = fast::norm_rope(x, w, 1e-5f, rot, 4, base); // base is held: a copy
   eval(want);
-  array cache = add(base, array(0.0f));
-  eval(cache);
-  std::weak_ptr<array::Data> buffer = cache.data_shared_ptr();
+  array cache = fresh_buffer(base);
+  std::weak_ptr<array::Data> buffer = watch_buffer(cache);
   cache = fast::norm_rope(x, w, 1e-5f, rot, 4, cache);
   eval(cache);
   EXPECT_EQ(cache.data_shared_ptr(), buffer.lock()) << "the cache's buffer was not reused";
   expect_allclose(cache, want, 0, 0);
   // Held elsewhere: copied, the old cache unchanged.
-  array cache2 = add(base, array(0.0f));
-  eval(cache2);
+  array cache2 = fresh_buffer(base);
   array keep = cache2;
   cache2 = fast::norm_rope(x, w, 1e-5f, rot, 4, cache2);
   eval(cache2);

@@ -25,6 +25,7 @@
 #include "fast/attention.h"
 #include "nuvec/fast.h"
 #include "nuvec/nuvec.h"
+#include "donation_checks.h"
 #include "test_utils.h"
 
 using namespace nuvec;
@@ -330,15 +331,13 @@ TEST(FastPagedAttention, PagedWriteReusesAPoolNothingElseSees) {
   array slots = array({2, 9, 17}, int32);
   array want = fast::paged_write(base, values, slots); // base held: a copy
   eval(want);
-  array pool = add(base, array(0.0f));
-  eval(pool);
-  std::weak_ptr<array::Data> buffer = pool.data_shared_ptr();
+  array pool = fresh_buffer(base);
+  std::weak_ptr<array::Data> buffer = watch_buffer(pool);
   pool = fast::paged_write(pool, values, slots);
   eval(pool);
   EXPECT_EQ(pool.data_shared_ptr(), buffer.lock()) << "the pool's buffer was not reused";
   expect_allclose(pool, want, 0, 0);
-  array pool2 = add(base, array(0.0f));
-  eval(pool2);
+  array pool2 = fresh_buffer(base);
   array keep = pool2;
   pool2 = fast::paged_write(pool2, values, slots);
   eval(pool2);

@@ -47,6 +47,12 @@ EngineRequest greedy(const std::vector<int>& prompt, int max_tokens) {
   return r;
 }
 
+std::vector<EngineRequest> greedy_all(const std::vector<std::vector<int>>& prompts, int max_tokens) {
+  std::vector<EngineRequest> out;
+  for (auto& p : prompts) out.push_back(greedy(p, max_tokens));
+  return out;
+}
+
 class Engines : public ::testing::TestWithParam<std::string> {};
 
 // Requests run at once, with prefill in chunks of 7 tokens beside the decodes, give each
@@ -54,8 +60,7 @@ class Engines : public ::testing::TestWithParam<std::string> {};
 TEST_P(Engines, TogetherEqualsAloneAndTheDensePath) {
   Model model = Model::load(fixture(GetParam()), float32);
   auto ps = prompts(model.config().vocab_size, 8, 11);
-  std::vector<EngineRequest> requests;
-  for (auto& p : ps) requests.push_back(greedy(p, 10));
+  std::vector<EngineRequest> requests = greedy_all(ps, 10);
   EngineOptions options;
   options.block_size = 4;
   options.num_blocks = 256;
@@ -79,8 +84,7 @@ TEST_P(Engines, TogetherEqualsAloneAndTheDensePath) {
 TEST_P(Engines, PreemptionKeepsTheOutputs) {
   Model model = Model::load(fixture(GetParam()), float32);
   auto ps = prompts(model.config().vocab_size, 10, 23);
-  std::vector<EngineRequest> requests;
-  for (auto& p : ps) requests.push_back(greedy(p, 12));
+  std::vector<EngineRequest> requests = greedy_all(ps, 12);
   EngineOptions roomy;
   roomy.block_size = 4;
   roomy.num_blocks = 512;
@@ -211,8 +215,7 @@ TEST(LmEngine, NoBlockLeaksUnderRandomCancellations) {
 TEST(LmEngine, BackgroundThreadServesConcurrentSubmitters) {
   Model model = Model::load(fixture("qwen3"), float32);
   auto ps = prompts(model.config().vocab_size, 12, 8);
-  std::vector<EngineRequest> requests;
-  for (auto& p : ps) requests.push_back(greedy(p, 7));
+  std::vector<EngineRequest> requests = greedy_all(ps, 7);
   std::vector<EngineResult> want = generate_batch(model, requests);
   Engine engine(model);
   engine.start();

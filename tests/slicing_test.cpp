@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "checker.h"
+#include "donation_checks.h"
 #include "test_utils.h"
 
 using namespace nuvec;
@@ -737,13 +738,6 @@ std::vector<double> window_written(const std::vector<double>& src, const std::ve
   return want;
 }
 
-// A fresh evaluated buffer of `values` on the default device (device-only on a GPU).
-array fresh(const array& values) {
-  array a = add(values, array(0.0f));
-  eval(a);
-  return a;
-}
-
 } // namespace
 
 TEST(SliceUpdateDonation, WritesInPlaceWhenNothingElseSeesTheSource) {
@@ -751,8 +745,8 @@ TEST(SliceUpdateDonation, WritesInPlaceWhenNothingElseSeesTheSource) {
   const auto want = window_written(to_vector(base), to_vector(upd));
   for (bool dynamic : {false, true}) {
     SCOPED_TRACE(dynamic ? "array start" : "static start");
-    array src = fresh(base);
-    std::weak_ptr<array::Data> buffer = src.data_shared_ptr();
+    array src = fresh_buffer(base);
+    std::weak_ptr<array::Data> buffer = watch_buffer(src);
     src = dynamic ? slice_update(src, upd, array({1}, int32), {1}) : slice_update(src, upd, {0, 1, 0}, {3, 3, 7});
     eval(src);
     EXPECT_EQ(src.data_shared_ptr(), buffer.lock()) << "the source's buffer was not reused";
@@ -770,7 +764,7 @@ TEST(SliceUpdateDonation, CopiesWhileAnotherHandleOrViewSeesTheSource) {
       return dynamic ? slice_update(src, upd, array({1}, int32), {1}) : slice_update(src, upd, {0, 1, 0}, {3, 3, 7});
     };
     // Another handle to the source.
-    array src = fresh(base);
+    array src = fresh_buffer(base);
     array keep = src;
     src = update(src);
     eval(src);
@@ -778,7 +772,7 @@ TEST(SliceUpdateDonation, CopiesWhileAnotherHandleOrViewSeesTheSource) {
     expect_close(src, {3, 5, 7}, want, 0, 0);
     expect_close(keep, {3, 5, 7}, before, 0, 0);
     // Only a view of the source: the view keeps the old rows.
-    array src2 = fresh(base);
+    array src2 = fresh_buffer(base);
     array view = slice(src2, {0, 1, 0}, {3, 3, 7});
     eval(view);
     src2 = update(src2);
@@ -793,7 +787,7 @@ TEST(SliceUpdateDonation, ReadersQueuedBeforeTheUpdateSeeTheOldValues) {
   const array old_window_sum = sum(slice(base, {0, 1, 0}, {3, 3, 7}));
   const auto want = window_written(to_vector(base), to_vector(upd));
   // In one graph: a reduction of a view and the update of the viewed source.
-  array src = fresh(base);
+  array src = fresh_buffer(base);
   array s = sum(slice(src, {0, 1, 0}, {3, 3, 7}));
   src = slice_update(src, upd, {0, 1, 0}, {3, 3, 7});
   eval({s, src});
@@ -801,7 +795,7 @@ TEST(SliceUpdateDonation, ReadersQueuedBeforeTheUpdateSeeTheOldValues) {
   expect_close(src, {3, 5, 7}, want, 0, 0);
   // Queued by async_eval and still running (or just done) when the update is evaluated, as
   // a pipelined decode step leaves the previous step's reads of the KV cache.
-  array src2 = fresh(base);
+  array src2 = fresh_buffer(base);
   array s2 = sum(slice(src2, {0, 1, 0}, {3, 3, 7}));
   async_eval({s2});
   src2 = slice_update(src2, upd, {0, 1, 0}, {3, 3, 7});

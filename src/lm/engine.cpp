@@ -185,16 +185,19 @@ struct Engine::Impl {
 bool Engine::Impl::step() {
   // Take new requests and cancellations.
   std::unordered_set<int64_t> to_cancel;
+  std::vector<SeqPtr> nothing_to_generate; // max_tokens 0: they end without a forward pass
   {
     std::lock_guard<std::mutex> lk(mtx);
     while (!inbox.empty()) {
-      waiting.push_back(std::move(inbox.front()));
+      (inbox.front()->max_new == 0 ? nothing_to_generate.emplace_back() : waiting.emplace_back()) =
+          std::move(inbox.front());
       inbox.pop_front();
     }
     // Taken with the inbox: every pending id is now in waiting or running, and a cancel that
     // arrives later waits for the next step instead of being cleared unseen.
     to_cancel.swap(cancels);
   }
+  for (auto& s : nothing_to_generate) finish(std::move(s), "length");
   if (!to_cancel.empty()) {
     auto cancel_in = [&](auto& container) {
       for (auto it = container.begin(); it != container.end();) {
@@ -445,22 +448,6 @@ void Engine::cancel(int64_t id) {
 }
 
 bool Engine::step() {
-  // Requests with nothing to generate end without a forward pass.
-  {
-    std::deque<Impl::SeqPtr> empty_ones;
-    {
-      std::lock_guard<std::mutex> lk(impl_->mtx);
-      for (auto it = impl_->inbox.begin(); it != impl_->inbox.end();) {
-        if ((*it)->max_new == 0) {
-          empty_ones.push_back(std::move(*it));
-          it = impl_->inbox.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    for (auto& s : empty_ones) impl_->finish(std::move(s), "length");
-  }
   bool more = impl_->step();
   std::lock_guard<std::mutex> lk(impl_->mtx);
   impl_->stats.free_blocks = impl_->blocks.free_count();

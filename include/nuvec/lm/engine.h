@@ -102,8 +102,11 @@ class Engine {
   void start();
   void stop();
 
+  /// A snapshot of the counters (thread-safe).
   EngineStats stats() const;
+  /// The model served (the one given to the constructor, which must outlive the engine).
   const Model& model() const { return model_; }
+  /// The options in force (num_blocks resolved when it was 0).
   const EngineOptions& options() const { return options_; }
 
  private:
