@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--output", type=int, default=256)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-graphs", action="store_true", help="also run nuvec without CUDA graphs")
     args = ap.parse_args()
     conc = [int(c) for c in args.concurrency.split(",")]
     bw = copy_bandwidth()
@@ -55,20 +56,25 @@ def main():
     for shape in args.shapes.split(","):
         ref = {} if args.no_torch else transformers_throughput(shape, conc, args.prompt, args.output)
         print(shape, "transformers", ref, flush=True)
-        r = subprocess.run([args.nuvec, shape, "--concurrency", args.concurrency, "--prompt", str(args.prompt),
-                            "--output", str(args.output)], capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            print(shape, "FAILED", r.stderr[-2000:])
-            continue
-        for line in r.stdout.splitlines():
-            print(line, flush=True)
-            m = json.loads(line)
-            rows.append((shape, m, ref.get(m["concurrency"], float("nan"))))
-    print(f"{'shape':14} {'C':>4} | {'out tok/s':>10} {'hf':>9} {'x':>6} | {'ttft p50':>9} {'p99':>9} | "
-          f"{'itl p50':>8} {'p99':>8} ms")
+        for extra in ([[], ["--no-graphs"]] if args.no_graphs else [[]]):
+            r = subprocess.run([args.nuvec, shape, "--concurrency", args.concurrency, "--prompt", str(args.prompt),
+                                "--output", str(args.output)] + extra, capture_output=True, text=True, timeout=1800)
+            if r.returncode != 0:
+                print(shape, "FAILED", r.stderr[-2000:])
+                continue
+            for line in r.stdout.splitlines():
+                print(line, flush=True)
+                m = json.loads(line)
+                rows.append((shape, m, ref.get(m["concurrency"], float("nan"))))
+    # Batch-1 floor: the weights plus the KV cache at the mean length, over the copy bandwidth.
+    print(f"{'shape':14} {'graphs':>6} {'C':>4} | {'out tok/s':>10} {'hf':>9} {'x':>6} | {'ttft p50':>9} {'p99':>9} | "
+          f"{'itl p50':>8} {'p99':>8} ms | {'of floor':>8}")
     for shape, m, hf in rows:
-        print(f"{shape:14} {m['concurrency']:>4} | {m['output_tok_s']:10.1f} {hf:9.1f} {m['output_tok_s'] / hf:6.2f} | "
-              f"{m['ttft_p50_ms']:9.1f} {m['ttft_p99_ms']:9.1f} | {m['itl_p50_ms']:8.2f} {m['itl_p99_ms']:8.2f}")
+        step_bytes = m["weight_bytes"] + m["kv_bytes_per_token"] * (m["prompt"] + m["output"] / 2)
+        floor = f"{step_bytes / bw * 1e3 / m['itl_p50_ms']:8.2f}" if m["concurrency"] == 1 else " " * 8
+        print(f"{shape:14} {str(m['graphs']):>6} {m['concurrency']:>4} | {m['output_tok_s']:10.1f} {hf:9.1f} "
+              f"{m['output_tok_s'] / hf:6.2f} | {m['ttft_p50_ms']:9.1f} {m['ttft_p99_ms']:9.1f} | "
+              f"{m['itl_p50_ms']:8.2f} {m['itl_p99_ms']:8.2f}    | {floor}")
 
 
 if __name__ == "__main__":

@@ -3,11 +3,15 @@
 // requests of P random prompt tokens and O new tokens (greedy, eos ignored) are submitted at
 // once; printed per C as one JSON line:
 //   {"shape", "bits", "concurrency", "prompt", "output", "output_tok_s", "ttft_p50_ms",
-//    "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "steps", "preemptions"}
+//    "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "steps", "preemptions", "graphs",
+//    "weight_bytes", "kv_bytes_per_token"}
 // output_tok_s: all new tokens over the wall time; ttft: submit to first token; itl: the gaps
-// between a request's tokens. bench/lm_serve_compare.py runs it beside transformers.
+// between a request's tokens. Before each C is timed, the same requests with 3 new tokens
+// run once, so that the step buckets it meets are compiled and captured (CUDA graphs) before
+// the clock starts. --no-graphs runs the steps uncompiled (EngineOptions::compiled_steps).
+// bench/lm_serve_compare.py runs it beside transformers.
 // Usage: nuvec-lm-serve-timings SHAPE [--bits 4] [--concurrency 1,8,64,256] [--prompt 512]
-//        [--output 256] [--block-size 16] [--num-blocks N] [--max-batch-tokens 2048]
+//        [--output 256] [--block-size 16] [--num-blocks N] [--max-batch-tokens 2048] [--no-graphs]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,7 +53,8 @@ std::vector<int> int_list(const std::string& s) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: nuvec-lm-serve-timings SHAPE [--bits 4] [--concurrency 1,8,64,256] [--prompt 512] "
-                         "[--output 256] [--block-size 16] [--num-blocks N] [--max-batch-tokens 2048]\n");
+                         "[--output 256] [--block-size 16] [--num-blocks N] [--max-batch-tokens 2048] "
+                         "[--no-graphs]\n");
     return 1;
   }
   const std::string shape = argv[1];
@@ -57,8 +62,15 @@ int main(int argc, char** argv) {
   std::vector<int> concurrency = {1, 8, 64, 256};
   lm::EngineOptions options;
   options.max_batch_tokens = 2048;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  for (int i = 2; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--no-graphs") {
+      options.compiled_steps = false;
+      --i; // no value
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    const std::string value = argv[i + 1];
     if (flag == "--bits") bits = std::stoi(value);
     else if (flag == "--concurrency") concurrency = int_list(value);
     else if (flag == "--prompt") prompt_len = std::stoi(value);
@@ -92,6 +104,17 @@ int main(int argc, char** argv) {
     engine.run_until_idle();
   }
   for (int c : concurrency) {
+    // The same requests with 3 new tokens: the buckets of this concurrency are compiled and
+    // captured before the clock starts.
+    for (int i = 0; i < c; ++i) {
+      lm::EngineRequest r;
+      r.prompt.resize(prompt_len);
+      for (auto& t : r.prompt) t = next_id();
+      r.max_tokens = 3;
+      r.stop_at_eos = false;
+      engine.submit(r);
+    }
+    engine.run_until_idle();
     struct Timing {
       Clock::time_point submitted;
       std::vector<Clock::time_point> tokens;
@@ -123,11 +146,14 @@ int main(int argc, char** argv) {
     const lm::EngineStats after = engine.stats();
     std::printf("{\"shape\": \"%s\", \"bits\": %d, \"concurrency\": %d, \"prompt\": %d, \"output\": %d, "
                 "\"output_tok_s\": %.1f, \"ttft_p50_ms\": %.2f, \"ttft_p99_ms\": %.2f, \"itl_p50_ms\": %.3f, "
-                "\"itl_p99_ms\": %.3f, \"steps\": %lld, \"preemptions\": %lld}\n",
+                "\"itl_p99_ms\": %.3f, \"steps\": %lld, \"preemptions\": %lld, \"graphs\": %s, "
+                "\"weight_bytes\": %zu, \"kv_bytes_per_token\": %zu}\n",
                 shape.c_str(), bits, c, prompt_len, output_len, tokens / (wall_ms / 1e3), percentile(ttft, 0.5),
                 percentile(ttft, 0.99), percentile(itl, 0.5), percentile(itl, 0.99),
                 static_cast<long long>(after.steps - before.steps),
-                static_cast<long long>(after.preemptions - before.preemptions));
+                static_cast<long long>(after.preemptions - before.preemptions),
+                options.compiled_steps ? "true" : "false", nx::bench::decode_weight_bytes(model),
+                nx::bench::kv_bytes_per_token(model.config()));
     std::fflush(stdout);
   }
   return 0;

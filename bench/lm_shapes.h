@@ -72,4 +72,20 @@ inline lm::Model random_model(const std::string& shape, int bits) {
   return lm::Model(config, weights);
 }
 
+/// The bytes one decode step reads besides the KV cache: every weight but the embedding rows
+/// it does not look up (a tied table is read whole by the output projection).
+inline size_t decode_weight_bytes(const lm::Model& model) {
+  size_t bytes = 0;
+  for (auto& [name, w] : model.weights()) {
+    const bool table = name.rfind("model.embed_tokens", 0) == 0;
+    if (!table || model.config().tie_word_embeddings) bytes += w.nbytes();
+  }
+  return bytes;
+}
+
+/// The KV-cache bytes one cached position adds (keys and values of every layer, 2-byte dtype).
+inline size_t kv_bytes_per_token(const lm::ModelConfig& c) {
+  return size_t(2) * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
+}
+
 } // namespace nuvec::bench

@@ -76,15 +76,8 @@ int main(int argc, char** argv) {
   nx::set_default_device(nx::Device(nx::is_available(nx::Device(nx::Device::gpu)) ? nx::Device::gpu : nx::Device::cpu));
   lm::Model model = random_model(shape, bits);
   const lm::ModelConfig& config = model.config();
-  size_t weight_bytes = 0;
-  for (auto& [name, w] : model.weights()) {
-    // Bytes one decode step reads: everything but the embedding rows it does not look up
-    // (a tied table is read whole by the output projection).
-    bool table = name.rfind("model.embed_tokens", 0) == 0;
-    if (!table || config.tie_word_embeddings) weight_bytes += w.nbytes();
-  }
-  const size_t kv_per_token =
-      size_t(2) * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * 2;
+  const size_t weight_bytes = nx::bench::decode_weight_bytes(model);
+  const size_t kv_per_token = nx::bench::kv_bytes_per_token(config);
 
   for (int L : prefills) {
     std::vector<int> prompt(L);

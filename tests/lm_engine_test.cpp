@@ -53,6 +53,15 @@ std::vector<EngineRequest> greedy_all(const std::vector<std::vector<int>>& promp
   return out;
 }
 
+// Small pools and steps, so that the tiny fixtures exercise chunked prefill and many blocks.
+EngineOptions small_engine(int block_size, int num_blocks, int max_batch_tokens) {
+  EngineOptions o;
+  o.block_size = block_size;
+  o.num_blocks = num_blocks;
+  o.max_batch_tokens = max_batch_tokens;
+  return o;
+}
+
 class Engines : public ::testing::TestWithParam<std::string> {};
 
 // Requests run at once, with prefill in chunks of 7 tokens beside the decodes, give each
@@ -61,10 +70,7 @@ TEST_P(Engines, TogetherEqualsAloneAndTheDensePath) {
   Model model = Model::load(fixture(GetParam()), float32);
   auto ps = prompts(model.config().vocab_size, 8, 11);
   std::vector<EngineRequest> requests = greedy_all(ps, 10);
-  EngineOptions options;
-  options.block_size = 4;
-  options.num_blocks = 256;
-  options.max_batch_tokens = 7;
+  EngineOptions options = small_engine(4, 256, 7);
   std::vector<EngineResult> together = generate_batch(model, requests, options);
   ASSERT_EQ(together.size(), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -76,6 +82,25 @@ TEST_P(Engines, TogetherEqualsAloneAndTheDensePath) {
     g.max_tokens = 10;
     g.stop_at_eos = false;
     EXPECT_EQ(together[i].tokens, generate_tokens(model, ps[i], g).tokens) << "request " << i << " vs generate_tokens";
+  }
+}
+
+// Steps padded to buckets and run through compile_graph (the default; CUDA graphs on a GPU) give the
+// tokens of steps built as they are; the padding rows write only the spare block.
+TEST_P(Engines, CompiledStepsEqualPlainSteps) {
+  Model model = Model::load(fixture(GetParam()), float32);
+  auto ps = prompts(model.config().vocab_size, 6, 23);
+  std::vector<EngineRequest> requests = greedy_all(ps, 9);
+  // Odd step sizes: steps of 13, 5, 3 tokens are padded to 16, 8, 4.
+  EngineOptions compiled = small_engine(4, 128, 13);
+  ASSERT_TRUE(compiled.compiled_steps);
+  EngineOptions plain = compiled;
+  plain.compiled_steps = false;
+  std::vector<EngineResult> want = generate_batch(model, requests, plain);
+  std::vector<EngineResult> got = generate_batch(model, requests, compiled);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].tokens.size(), 9u);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <unordered_set>
@@ -49,6 +50,17 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
     bool shapeless = false) {
   return compile(+f, shapeless);
 }
+
+/// nuvec's addition: compile whose calls on a GPU stream each become one GraphReplay node —
+/// the trace captured once per input signature as a CUDA graph and replayed — instead of the
+/// trace's nodes (which MLX's compile returns, and code may inspect). Elsewhere (the CPU, a
+/// trace spanning streams, inside another transform) it is compile(fun). Meant for a step
+/// run many times at the same shapes: an LLM's decode step, where the host's cost per node
+/// exceeds the device's. State computed in place of an input (a KV cache updated by
+/// slice_update or paged_write) stays in that input's buffer; see GraphReplay.
+/// Throws: std::invalid_argument for an empty fun (unless compile is disabled).
+std::function<std::vector<array>(const std::vector<array>&)> compile_graph(
+    std::function<std::vector<array>(const std::vector<array>&)> fun);
 
 /// Turns compile off globally: compile(fun) then returns fun itself.
 void disable_compile();
@@ -101,6 +113,35 @@ class Compiled : public Primitive {
 };
 
 namespace detail {
+struct ReplayTape;
+} // namespace detail
+
+/// A compiled function's whole tape as one node of a GPU stream (what compile_graph returns
+/// on a GPU stream, so that a call costs one node instead of one per op). Its first evaluation
+/// runs the tape's nodes one after the other inside the node; the second captures them as a
+/// CUDA graph; later ones copy any input whose buffer moved into the captured one, launch
+/// the graph, and copy the outputs out — except an output that the tape computed in place
+/// of an input (a KV cache updated by slice_update, paged_write, norm_rope: buffer
+/// donation), which is handed out in that input's buffer, so state passed back in stays put.
+/// A call whose inputs cannot be replayed (a view, a buffer another handle still sees) and a
+/// tape that cannot be captured (a node that waits for the host) run the nodes instead:
+/// the answer is always the uncompiled one. Made by compile_graph; NUVEC_CUDA_GRAPHS=0 makes
+/// compile_graph behave as compile.
+/// Rules: the tape's own, replayed as a graph under the transform (as Compiled).
+/// Source: PyTorch's CUDA graphs (static buffers, capture after a warm-up run), vLLM.
+class GraphReplay : public Primitive {
+ public:
+  GraphReplay(Stream stream, std::shared_ptr<detail::ReplayTape> tape)
+      : Primitive(stream), tape_(std::move(tape)) {}
+  NUVEC_PRIMITIVE_RULES()
+  const detail::ReplayTape& tape() const { return *tape_; }
+
+ private:
+  std::vector<array> replay(const std::vector<array>& inputs) const;
+  std::shared_ptr<detail::ReplayTape> tape_;
+};
+
+namespace detail {
 
 /// The current compile mode (process-wide, as in MLX).
 CompileMode& compile_mode();
@@ -111,7 +152,8 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
     std::function<std::vector<array>(const std::vector<array>&)> fun,
     std::uintptr_t fun_id,
     bool shapeless = false,
-    std::vector<uint64_t> constants = {});
+    std::vector<uint64_t> constants = {},
+    bool graph = false);
 
 /// Drops every trace cached for fun_id.
 void compile_erase(std::uintptr_t fun_id);

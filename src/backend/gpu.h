@@ -7,6 +7,10 @@
 #include "nuvec/array.h"
 #include "nuvec/backend/gpu/device_info.h"
 
+namespace nuvec::detail {
+struct ReplayTape;
+} // namespace nuvec::detail
+
 namespace nuvec::gpu {
 
 // is_available, device_count and device_info are public: nuvec/backend/gpu/device_info.h.
@@ -19,6 +23,10 @@ void finalize(Stream s);
 /// Blocks the calling thread until the GPU has executed everything `s` submitted (called on
 /// s's worker before an event on s is signaled).
 void synchronize(Stream s);
+
+/// Evaluates a GraphReplay node on its GPU stream: the tape's nodes one by one, or its
+/// captured CUDA graph (src/backend/cuda/runtime/graph_replay.cpp).
+void run_tape(detail::ReplayTape& tape, const std::vector<array>& inputs, std::vector<array>& outputs);
 
 /// Makes `data` readable on the host: copies its GPU-only bytes into a new host buffer.
 /// The caller must know the GPU work that wrote them is done (an event or stream order).

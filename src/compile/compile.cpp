@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "compile/graph.h"
 #include "transforms/trace.h"
@@ -30,7 +31,27 @@ struct CacheEntry {
   // shape (note_shape_baked), or a Broadcast to a fixed shape outside a fused node. A
   // shapeless call with other shapes then traces again (an exact-shape entry) instead.
   bool shape_baked = false;
+  // The trace as one GraphReplay node runs it (made on first use; see replays_as_graph).
+  std::shared_ptr<ReplayTape> replay;
 };
+
+// Whether calls of entry become one GraphReplay node (captured as a CUDA graph): a trace on a
+// GPU stream, replayed at its own shapes, whose every node runs on that stream. Elsewhere
+// (the CPU, shapeless replays, traces spanning streams) the tape is rebuilt as a graph.
+bool replays_as_graph(const CacheEntry& e, bool shapeless) {
+  static const bool off = [] {
+    const char* v = std::getenv("NUVEC_CUDA_GRAPHS");
+    return v && std::string(v) == "0";
+  }();
+  if (off || shapeless || e.outputs.empty() || e.stream.device.type != Device::gpu) return false;
+  bool any_node = false;
+  for (auto& a : e.tape) {
+    if (!a.has_primitive()) continue;
+    if (a.primitive().stream() != e.stream) return false;
+    any_node = true;
+  }
+  return any_node;
+}
 
 class CompilerCache {
  public:
@@ -99,7 +120,7 @@ std::shared_ptr<CacheEntry> build_entry(
     bool shapeless,
     const std::vector<uint64_t>& constants) {
   auto entry = std::make_shared<CacheEntry>(
-      CacheEntry{default_stream(default_device()), shapeless, constants, {}, {}, {}});
+      CacheEntry{default_stream(default_device()), shapeless, constants, {}, {}, {}, false, nullptr});
   const unsigned long baked_before = shape_baked_count();
   std::tie(entry->inputs, entry->outputs) = compile_trace(fun, inputs);
   entry->shape_baked = shape_baked_count() != baked_before;
@@ -137,16 +158,18 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
     std::function<std::vector<array>(const std::vector<array>&)> fun,
     std::uintptr_t fun_id,
     bool shapeless,
-    std::vector<uint64_t> constants) {
+    std::vector<uint64_t> constants,
+    bool graph) {
   if (skip_compile()) return fun;
   if (!fun) throw_invalid_argument("compile", "the function must have a target; got an empty one.");
-  return [fun = std::move(fun), fun_id, shapeless, constants = std::move(constants)](
+  return [fun = std::move(fun), fun_id, shapeless, constants = std::move(constants), graph](
              const std::vector<array>& inputs) -> std::vector<array> {
     // Inside a transform or another trace: trace through the original function.
     for (auto& in : inputs) {
       if (in.is_tracer()) return fun(inputs);
     }
     std::shared_ptr<CacheEntry> entry;
+    std::shared_ptr<ReplayTape> replay;
     bool replay_shapeless = shapeless;
     {
       std::lock_guard<std::recursive_mutex> lock(cache_mutex());
@@ -169,6 +192,24 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
           replay_shapeless = false;
         }
       }
+      if (graph && replays_as_graph(*entry, replay_shapeless)) {
+        if (!entry->replay) {
+          entry->replay = std::make_shared<ReplayTape>();
+          entry->replay->inputs = entry->inputs;
+          entry->replay->outputs = entry->outputs;
+          entry->replay->tape = entry->tape;
+        }
+        replay = entry->replay;
+      }
+    }
+    if (replay) {
+      std::vector<Shape> shapes;
+      std::vector<Dtype> dtypes;
+      for (auto& o : replay->outputs) {
+        shapes.push_back(o.shape());
+        dtypes.push_back(o.dtype());
+      }
+      return array::make_arrays(std::move(shapes), dtypes, std::make_shared<GraphReplay>(entry->stream, replay), inputs);
     }
     return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, replay_shapeless);
   };
@@ -186,12 +227,15 @@ void compile_clear_cache() {
 
 } // namespace detail
 
-std::function<std::vector<array>(const std::vector<array>&)> compile(
+namespace {
+
+std::function<std::vector<array>(const std::vector<array>&)> compile_keyed(
     std::function<std::vector<array>(const std::vector<array>&)> fun,
-    bool shapeless) {
+    bool shapeless,
+    bool graph) {
   if (detail::skip_compile()) return fun;
   if (auto fun_id = detail::function_address(fun)) {
-    return detail::compile(std::move(fun), fun_id, shapeless);
+    return detail::compile(std::move(fun), fun_id, shapeless, {}, graph);
   }
   // No address to key on (a lambda with captures): key on a private copy, whose cache
   // entries go when the last copy of the compiled function does.
@@ -203,7 +247,20 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
   auto fun_id = reinterpret_cast<std::uintptr_t>(owned.get());
   return detail::compile(
       [owned = std::move(owned)](const std::vector<array>& inputs) { return (*owned)(inputs); },
-      fun_id, shapeless);
+      fun_id, shapeless, {}, graph);
+}
+
+} // namespace
+
+std::function<std::vector<array>(const std::vector<array>&)> compile(
+    std::function<std::vector<array>(const std::vector<array>&)> fun,
+    bool shapeless) {
+  return compile_keyed(std::move(fun), shapeless, /* graph */ false);
+}
+
+std::function<std::vector<array>(const std::vector<array>&)> compile_graph(
+    std::function<std::vector<array>(const std::vector<array>&)> fun) {
+  return compile_keyed(std::move(fun), /* shapeless */ false, /* graph */ true);
 }
 
 std::function<std::vector<array>(const std::vector<array>&)> compile(

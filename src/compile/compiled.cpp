@@ -178,35 +178,63 @@ std::vector<array> Compiled::replay(const std::vector<array>& inputs) const {
   return outs;
 }
 
+namespace detail {
+
+std::vector<array> replayed_vjp(
+    const ReplayFn& replay,
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums) {
+  auto grads = nuvec::vjp(replay, primals, cotangents).second;
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(grads[a]);
+  return out;
+}
+
+std::vector<array> replayed_jvp(
+    const ReplayFn& replay,
+    const std::vector<array>& primals,
+    const std::vector<array>& tangents,
+    const std::vector<int>& argnums,
+    Stream s) {
+  std::vector<array> all;
+  for (auto& p : primals) all.push_back(zeros_like(p, s));
+  for (size_t k = 0; k < argnums.size(); ++k) all[argnums[k]] = tangents[k];
+  return nuvec::jvp(replay, primals, all).second;
+}
+
+std::pair<std::vector<array>, std::vector<int>> replayed_vmap(
+    const ReplayFn& replay,
+    const std::vector<array>& inputs,
+    const std::vector<int>& axes,
+    size_t n_outputs) {
+  std::vector<int> out_axes(n_outputs, 0);
+  return {nuvec::vmap(replay, axes, out_axes)(inputs), out_axes};
+}
+
+} // namespace detail
+
 std::vector<array> Compiled::vjp(
     const std::vector<array>& primals,
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums,
     const std::vector<array>&) {
-  auto fun = [this](const std::vector<array>& xs) { return replay(xs); };
-  auto grads = nuvec::vjp(fun, primals, cotangents).second;
-  std::vector<array> out;
-  for (int a : argnums) out.push_back(grads[a]);
-  return out;
+  return detail::replayed_vjp([this](const std::vector<array>& xs) { return replay(xs); }, primals, cotangents, argnums);
 }
 
 std::vector<array> Compiled::jvp(
     const std::vector<array>& primals,
     const std::vector<array>& tangents,
     const std::vector<int>& argnums) {
-  std::vector<array> all;
-  for (auto& p : primals) all.push_back(zeros_like(p, stream()));
-  for (size_t k = 0; k < argnums.size(); ++k) all[argnums[k]] = tangents[k];
-  auto fun = [this](const std::vector<array>& xs) { return replay(xs); };
-  return nuvec::jvp(fun, primals, all).second;
+  return detail::replayed_jvp(
+      [this](const std::vector<array>& xs) { return replay(xs); }, primals, tangents, argnums, stream());
 }
 
 std::pair<std::vector<array>, std::vector<int>> Compiled::vmap(
     const std::vector<array>& inputs,
     const std::vector<int>& axes) {
-  std::vector<int> out_axes(outputs_.size(), 0);
-  auto fun = [this](const std::vector<array>& xs) { return replay(xs); };
-  return {nuvec::vmap(fun, axes, out_axes)(inputs), out_axes};
+  return detail::replayed_vmap(
+      [this](const std::vector<array>& xs) { return replay(xs); }, inputs, axes, outputs_.size());
 }
 
 } // namespace nuvec

@@ -3,7 +3,9 @@
 // simplify.cpp, fuse.cpp). The algorithms are MLX 0.32's (mlx/compile.cpp, compile_impl.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -33,6 +35,41 @@ void merge(array& dst, array& src, ParentsMap& parents_map);
 /// A copy of node x (same primitive and inputs) that the readers outside `keep` now read;
 /// readers in `keep` keep reading x.
 array split_one(const array& x, ParentsMap& parents_map, const std::unordered_set<std::uintptr_t>& keep);
+
+/// A traced, simplified and fused function as GraphReplay runs it: the trace's inputs,
+/// outputs and tape (inputs and constants first, then nodes in evaluation order), and the
+/// backend's state for it (the captured CUDA graph; only the stream's worker touches it).
+struct ReplayTape {
+  std::vector<array> inputs;
+  std::vector<array> outputs;
+  std::vector<array> tape;
+  std::shared_ptr<void> device_state;
+  /// Calls that launched the captured graph, and calls that ran the nodes one by one.
+  std::atomic<long> replays{0};
+  std::atomic<long> node_runs{0};
+};
+
+/// The rules of a node standing for a traced graph (Compiled, GraphReplay): `replay` rebuilds
+/// the graph on given inputs, and the transform runs on it, so each node's own rule applies.
+using ReplayFn = std::function<std::vector<array>(const std::vector<array>&)>;
+std::vector<array> replayed_vjp(
+    const ReplayFn& replay,
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums);
+/// Tangents of the inputs not in argnums are zeros (made on stream s).
+std::vector<array> replayed_jvp(
+    const ReplayFn& replay,
+    const std::vector<array>& primals,
+    const std::vector<array>& tangents,
+    const std::vector<int>& argnums,
+    Stream s);
+/// Every output batched along axis 0.
+std::pair<std::vector<array>, std::vector<int>> replayed_vmap(
+    const ReplayFn& replay,
+    const std::vector<array>& inputs,
+    const std::vector<int>& axes,
+    size_t n_outputs);
 
 /// Runs fun on placeholder tracers of inputs' shapes and dtypes; returns (tracers, outputs).
 std::pair<std::vector<array>, std::vector<array>> compile_trace(

@@ -12,6 +12,7 @@
 
 #include "block_allocator.h"
 #include "layers.h"
+#include "nuvec/compile.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
 
@@ -25,6 +26,13 @@ namespace {
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
+}
+
+// The bucket of a step dimension n: the smallest power of two >= n (1 for 0).
+int bucket(int n) {
+  int b = 1;
+  while (b < n) b <<= 1;
+  return b;
 }
 
 } // namespace
@@ -55,25 +63,62 @@ struct Engine::Impl {
   }
 
   // Every layer's key and value pools, zeroed dense buffers (a zeros broadcast would be
-  // copied by the first write).
+  // copied by the first write), with one block more than the allocator hands out: the
+  // padding rows of a bucketed step write there. And the step's forward pass, compiled
+  // afresh with them (its CUDA graphs hold the pools they were captured on).
   void make_pools() {
     const ModelConfig& c = model.config();
     k_pools.clear();
     v_pools.clear();
+    forward = nullptr;
     for (int i = 0; i < c.num_hidden_layers; ++i) {
-      const Shape shape = {blocks.total(), c.num_key_value_heads, options.block_size, c.head_dim};
+      const Shape shape = {blocks.total() + 1, c.num_key_value_heads, options.block_size, c.head_dim};
       k_pools.push_back(contiguous(zeros(shape, model.dtype())));
       v_pools.push_back(contiguous(zeros(shape, model.dtype())));
     }
     std::vector<array> all = k_pools;
     all.insert(all.end(), v_pools.begin(), v_pools.end());
     eval(all);
+    if (options.compiled_steps) forward = compile_forward();
+  }
+
+  // paged_forward as a compiled function of (tokens, positions, slots, tables, lengths,
+  // sample_rows, k pools..., v pools...) → (logits, k pools..., v pools...).
+  std::function<std::vector<array>(const std::vector<array>&)> compile_forward() const {
+    const ModelConfig& c = model.config();
+    return compile_graph([&c, w = model.run_weights()](const std::vector<array>& in) {
+      const int L = c.num_hidden_layers;
+      detail::PagedBatch b{in[0], in[1], in[2], in[3], in[4], in[5]};
+      std::vector<array> k(in.begin() + 6, in.begin() + 6 + L), v(in.begin() + 6 + L, in.end());
+      std::vector<array> out{detail::paged_forward(c, w, b, k, v)};
+      out.insert(out.end(), k.begin(), k.end());
+      out.insert(out.end(), v.begin(), v.end());
+      return out;
+    });
+  }
+
+  // The step's logits [sample rows, vocab]; the pools are replaced by the updated ones.
+  array run_forward(detail::PagedBatch& pb) {
+    if (!forward) return detail::paged_forward(model.config(), model.run_weights(), pb, k_pools, v_pools);
+    const size_t L = k_pools.size();
+    std::vector<array> in{pb.tokens, pb.positions, pb.slots, pb.tables, pb.lengths, pb.sample_rows};
+    // Moved in, so that the compiled step holds the pools' only handles and updates them in place.
+    for (auto& p : k_pools) in.push_back(std::move(p));
+    for (auto& p : v_pools) in.push_back(std::move(p));
+    k_pools.clear();
+    v_pools.clear();
+    std::vector<array> out = forward(in);
+    in.clear();
+    k_pools.assign(out.begin() + 1, out.begin() + 1 + L);
+    v_pools.assign(out.begin() + 1 + L, out.end());
+    return out[0];
   }
 
   const Model& model;
   EngineOptions options;
   detail::BlockAllocator blocks;
   std::vector<array> k_pools, v_pools;
+  std::function<std::vector<array>(const std::vector<array>&)> forward; // null: not compiled
 
   // Shared with submit()/cancel()/stats() on other threads.
   mutable std::mutex mtx;
@@ -266,17 +311,24 @@ bool Engine::Impl::step() {
     return unfinished > 0;
   }
 
-  // The ragged batch.
+  // The ragged batch. Compiled, it is padded to a bucket — tokens, sampled rows and table
+  // width each to a power of two — so that a few shapes recur (each a CUDA graph on a GPU);
+  // a padding token attends to itself in the spare block (pool block `trash`).
   const int bs = options.block_size;
-  int T = 0;
-  size_t max_blocks = 1;
+  const bool pad = forward != nullptr;
+  const int trash = blocks.total();
+  int T = 0, S = 0;
+  int W = 1;
   for (auto& b : batch) {
     T += b.end - b.start;
-    max_blocks = std::max(max_blocks, b.seq->blocks.size());
+    S += b.end == int(b.seq->tokens.size());
+    W = std::max(W, int(b.seq->blocks.size()));
   }
+  const int Tb = pad ? bucket(T) : T, Sb = pad ? bucket(S) : S, Wb = pad ? bucket(W) : W;
   std::vector<int32_t> tokens, positions, slots, lengths, tables, sample_rows;
   std::vector<Sequence*> sampled;
-  tokens.reserve(T);
+  tokens.reserve(Tb);
+  tables.reserve(size_t(Tb) * Wb);
   for (auto& b : batch) {
     Sequence& s = *b.seq;
     for (int p = b.start; p < b.end; ++p) {
@@ -284,25 +336,33 @@ bool Engine::Impl::step() {
       positions.push_back(p);
       slots.push_back(s.blocks[p / bs] * bs + p % bs);
       lengths.push_back(p + 1);
-      for (size_t j = 0; j < max_blocks; ++j) tables.push_back(j < s.blocks.size() ? s.blocks[j] : 0);
+      for (int j = 0; j < Wb; ++j) tables.push_back(j < int(s.blocks.size()) ? s.blocks[j] : trash);
     }
     if (b.end == int(s.tokens.size())) {
       sample_rows.push_back(int32_t(tokens.size()) - 1);
       sampled.push_back(&s);
     }
   }
+  for (int t = T; t < Tb; ++t) {
+    tokens.push_back(0);
+    positions.push_back(0);
+    slots.push_back(trash * bs);
+    lengths.push_back(1);
+    tables.insert(tables.end(), Wb, trash);
+  }
+  sample_rows.resize(Sb, 0);
   detail::PagedBatch pb;
-  pb.tokens = array(tokens.begin(), {T}, int32);
-  pb.positions = array(positions.begin(), {T}, int32);
-  pb.slots = array(slots.begin(), {T}, int32);
-  pb.lengths = array(lengths.begin(), {T}, int32);
-  pb.tables = array(tables.begin(), {T, int(max_blocks)}, int32);
-  pb.sample_rows = array(sample_rows.begin(), {int(sample_rows.size())}, int32);
+  pb.tokens = array(tokens.begin(), {Tb}, int32);
+  pb.positions = array(positions.begin(), {Tb}, int32);
+  pb.slots = array(slots.begin(), {Tb}, int32);
+  pb.lengths = array(lengths.begin(), {Tb}, int32);
+  pb.tables = array(tables.begin(), {Tb, Wb}, int32);
+  pb.sample_rows = array(sample_rows.begin(), {Sb}, int32);
 
   std::vector<int> next_tokens;
   std::string error;
   try {
-    array logits = detail::paged_forward(model.config(), model.run_weights(), pb, k_pools, v_pools);
+    array logits = run_forward(pb);
     std::vector<array> outs;
     const int V = logits.shape(1);
     for (size_t i = 0; i < sampled.size(); ++i) {

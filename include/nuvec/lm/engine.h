@@ -36,6 +36,11 @@ struct EngineOptions {
   int max_batch_tokens = 512;   ///< Tokens one step computes (decodes first, then prefill chunks).
   int max_running = 256;        ///< Sequences admitted at once.
   bool prefix_sharing = true;   ///< Share full prompt blocks with equal tokens.
+  /// Pad each step to a bucket (tokens, sampled rows and block-table width each to a power of
+  /// two) and run its forward pass through compile_graph: on a GPU each bucket is captured once
+  /// as a CUDA graph and replayed (GraphReplay in compile.h); on the CPU compile replays the trace.
+  /// Off: each step's graph is built and run as it is.
+  bool compiled_steps = true;
 };
 
 /// One generation request (token ids in, token ids out; text is the caller's).

@@ -112,9 +112,10 @@ inline ErrorSlots& error_slots() {
   return *slots;
 }
 
-/// Records the slot's error (if any) as std::out_of_range naming op, and frees the slot.
+/// Records the slot's error (if any) as std::out_of_range naming op, and frees the slot (or,
+/// with keep, clears it for the next replay of a captured CUDA graph that writes it again).
 /// Runs on the stream's worker once the device has run the finish kernel.
-inline void report_index_error(ErrorSlots::Slot slot, const char* op) {
+inline void report_index_error(ErrorSlots::Slot slot, const char* op, bool keep = false) {
   try {
     IndexError e;
     std::memcpy(&e, const_cast<const IndexError*>(slot.host), sizeof(e));
@@ -123,7 +124,11 @@ inline void report_index_error(ErrorSlots::Slot slot, const char* op) {
           op, "indices must lie in [", -e.n, ", ", e.n, ") along axis ", e.axis,
           " (of size ", e.n, "); got ", e.value, "."))));
     }
-    error_slots().release(slot);
+    if (keep) {
+      std::memset(slot.host, 0, sizeof(IndexError));
+    } else {
+      error_slots().release(slot);
+    }
   } catch (...) {
     // Nothing may escape a release; the error (or, out of memory, the slot) is lost rather
     // than the worker.
@@ -155,7 +160,15 @@ class IndexErrorCheck {
       detail::finish_index_check_kernel<<<32, 256, 0, stream()>>>(
           dev_, static_cast<unsigned char*>(out), bytes, slot.device);
       check_launch("finish_index_check_kernel");
-      current_state()->after_device([slot, op = op_] { detail::report_index_error(slot, op); });
+      StreamState* st = current_state();
+      if (st->capturing()) {
+        // Replays of a captured graph run the finish kernel again into the same slot.
+        st->after_each_replay(
+            [slot, op = op_] { detail::report_index_error(slot, op, /* keep */ true); },
+            [slot] { detail::error_slots().release(slot); });
+      } else {
+        st->after_device([slot, op = op_] { detail::report_index_error(slot, op); });
+      }
     } catch (...) {
       detail::error_slots().release(slot);
       throw;

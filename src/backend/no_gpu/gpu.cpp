@@ -42,6 +42,9 @@ void eval(array& arr) {
       std::string("[eval] ") + arr.primitive().name() +
       ": this build has no GPU backend.");
 }
+void run_tape(detail::ReplayTape&, const std::vector<array>&, std::vector<array>&) {
+  throw std::runtime_error("[eval] GraphReplay: this build has no GPU backend.");
+}
 void finalize(Stream) {}
 void synchronize(Stream) {}
 

@@ -132,7 +132,13 @@ PinnedPool& pinned_pool() {
   return *p;
 }
 
+thread_local CapturedResources* tl_capture = nullptr;
+
 } // namespace
+
+void set_capture_allocations(CapturedResources* r) {
+  tl_capture = r;
+}
 
 void* pinned_malloc(size_t size) {
   size_t r = round_size(size);
@@ -158,10 +164,16 @@ void pinned_free(void* ptr, size_t size) {
 }
 
 void* device_malloc(size_t size) {
-  return allocator().malloc(size);
+  void* p = allocator().malloc(size);
+  if (tl_capture) tl_capture->allocated.insert(p);
+  return p;
 }
 
-void device_free(void* ptr, size_t) {
+void device_free(void* ptr, size_t size) {
+  if (tl_capture && tl_capture->allocated.count(ptr)) {
+    tl_capture->device_blocks.emplace_back(ptr, size);
+    return;
+  }
   allocator().free(ptr);
 }
 

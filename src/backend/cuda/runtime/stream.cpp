@@ -38,19 +38,52 @@ StreamState::~StreamState() {
 }
 
 void StreamState::hold(std::shared_ptr<array::Data> data) {
-  if (data) current_.data.push_back(std::move(data));
+  if (!data) return;
+  (capture_ ? capture_->data : current_.data).push_back(std::move(data));
 }
 
 void StreamState::hold_scratch(void* ptr, size_t size) {
-  current_.scratch.emplace_back(ptr, size);
+  (capture_ ? capture_->device_blocks : current_.scratch).emplace_back(ptr, size);
 }
 
 void StreamState::hold_pinned(void* ptr, size_t size) {
-  current_.pinned.emplace_back(ptr, size);
+  (capture_ ? capture_->pinned : current_.pinned).emplace_back(ptr, size);
 }
 
 void StreamState::after_device(std::function<void()> f) {
+  if (capture_) {
+    throw std::runtime_error("[cuda graph] a node with a one-shot host callback cannot be captured.");
+  }
   current_.after.push_back(std::move(f));
+}
+
+void StreamState::after_each_replay(std::function<void()> f, std::function<void()> release) {
+  if (!capture_) throw std::logic_error("[cuda graph] after_each_replay outside a capture.");
+  capture_->each_run.push_back(std::move(f));
+  capture_->at_release.push_back(std::move(release));
+}
+
+void StreamState::begin_capture(CapturedResources* r) {
+  capture_ = r;
+  set_capture_allocations(r);
+}
+
+void StreamState::end_capture() {
+  capture_ = nullptr;
+  set_capture_allocations(nullptr);
+}
+
+void StreamState::lend(const array::Data* d, long n) {
+  auto it = lent_.emplace(d, 0).first;
+  it->second += n;
+  if (it->second == 0) lent_.erase(it);
+}
+
+CapturedResources::~CapturedResources() {
+  for (auto& f : at_release) f();
+  data.clear();
+  for (auto& [p, n] : device_blocks) device_free(p, n);
+  for (auto& [p, n] : pinned) pinned_free(p, n);
 }
 
 void StreamState::release(Held& h) {
@@ -73,7 +106,11 @@ long StreamState::holds_of(const array::Data* d) const {
   };
   count(current_);
   for (auto& [ev, h] : pending_) count(h);
-  return n;
+  if (capture_) {
+    for (auto& p : capture_->data) n += p.get() == d;
+  }
+  if (auto it = lent_.find(d); it != lent_.end()) n += it->second;
+  return n + graph_reservations(d);
 }
 
 void StreamState::end_task() {
@@ -124,6 +161,35 @@ void StreamState::release_pending() {
     free_events_.push_back(ev);
   }
   pending_.clear();
+}
+
+namespace {
+
+struct Reservations {
+  std::mutex mtx;
+  std::unordered_map<const array::Data*, long> count;
+};
+
+Reservations& reservations() {
+  static auto* r = new Reservations(); // leaked: graphs may go during static destruction
+  return *r;
+}
+
+} // namespace
+
+void reserve_for_graph(const array::Data* d, long n) {
+  auto& r = reservations();
+  std::lock_guard<std::mutex> lk(r.mtx);
+  auto it = r.count.emplace(d, 0).first;
+  it->second += n;
+  if (it->second == 0) r.count.erase(it);
+}
+
+long graph_reservations(const array::Data* d) {
+  auto& r = reservations();
+  std::lock_guard<std::mutex> lk(r.mtx);
+  auto it = r.count.find(d);
+  return it == r.count.end() ? 0 : it->second;
 }
 
 namespace {

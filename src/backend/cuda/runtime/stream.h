@@ -7,12 +7,36 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "nuvec/array.h"
 
 namespace nuvec::cu {
+
+/// What a CUDA graph captured on a stream keeps for as long as it may be replayed: the
+/// buffers its kernels read and write (node outputs, scratch, staging blocks), the device
+/// blocks freed while it was captured (their addresses are baked into it, so they must not
+/// go back to the cache), and the host checks to repeat after each replay. Destroyed only
+/// once no replay is in flight; then everything goes back to the allocators.
+struct CapturedResources {
+  std::vector<std::shared_ptr<array::Data>> data;
+  std::vector<std::pair<void*, size_t>> device_blocks;
+  std::vector<std::pair<void*, size_t>> pinned;
+  /// Run on the stream's worker after each replay's device work (index range checks).
+  std::vector<std::function<void()>> each_run;
+  /// Run when the graph goes (returns what each_run reads).
+  std::vector<std::function<void()>> at_release;
+  /// Device blocks handed out while capturing (allocator.cpp defers their frees).
+  std::unordered_set<void*> allocated;
+
+  CapturedResources() = default;
+  CapturedResources(const CapturedResources&) = delete;
+  CapturedResources& operator=(const CapturedResources&) = delete;
+  ~CapturedResources();
+};
 
 /// One nuvec GPU stream's CUDA stream and the buffer owners its launched kernels still use,
 /// released in event-marked batches once the device has run them.
@@ -38,8 +62,23 @@ class StreamState {
   /// would stall the stream for tens of microseconds per node. f must not throw.
   void after_device(std::function<void()> f);
   /// How many of the buffer owners this stream holds are d (a linear scan: asked only for
-  /// donation candidates, a few per decode layer).
+  /// donation candidates, a few per decode layer), counting a capture's holds, owners lent
+  /// by the node being evaluated and captured graphs' reservations.
   long holds_of(const array::Data* d) const;
+  /// Counts n more owners of d as held by this stream until lent again with -n: the node
+  /// being evaluated says an owner is its own input, so that an op it runs inside may still
+  /// donate the buffer (graph_replay.cpp runs a whole compiled tape in one node).
+  void lend(const array::Data* d, long n);
+
+  /// Starts routing what nodes hold (hold, hold_scratch, hold_pinned, and the device blocks
+  /// allocated or freed on this thread) into r: the stream is being captured into a CUDA
+  /// graph, whose replays will use those addresses again. after_device throws meanwhile (a
+  /// one-shot host callback cannot follow a graph); use after_each_replay.
+  void begin_capture(CapturedResources* r);
+  void end_capture();
+  bool capturing() const { return capture_ != nullptr; }
+  /// While capturing: f runs after every replay's device work; release when the graph goes.
+  void after_each_replay(std::function<void()> f, std::function<void()> release);
   /// Ends a node: every few nodes an event marks what was held, and batches whose event
   /// has completed are released.
   void end_task();
@@ -66,7 +105,15 @@ class StreamState {
   int tasks_{0};
   std::deque<std::pair<cudaEvent_t, Held>> pending_;
   std::vector<cudaEvent_t> free_events_;
+  CapturedResources* capture_{nullptr};
+  std::unordered_map<const array::Data*, long> lent_;
 };
+
+/// Buffers captured CUDA graphs bake in as inputs (graph_replay.cpp): such a graph writes or
+/// reads the buffer only when replayed, after its own checks, so its reservation is not a
+/// reader that must block writing the buffer in place elsewhere. holds_of counts them.
+void reserve_for_graph(const array::Data* d, long n);
+long graph_reservations(const array::Data* d);
 
 /// The state of stream s (created on first use; only s's worker thread may use it).
 StreamState& stream_state(Stream s);
