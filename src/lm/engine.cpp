@@ -363,21 +363,32 @@ bool Engine::Impl::step() {
   std::string error;
   try {
     array logits = run_forward(pb);
-    std::vector<array> outs;
     const int V = logits.shape(1);
+    // Greedy rows without a penalty (the sampler would take their argmax alone) share one
+    // argmax over every row; the others go through their own samplers.
+    std::vector<array> outs;
+    std::vector<int> own(sampled.size(), -1); // index into outs, or -1: the shared argmax
     for (size_t i = 0; i < sampled.size(); ++i) {
       Sequence& s = *sampled[i];
+      const SamplingOptions& so = s.request.sampling;
+      if (so.temperature == 0.0f && so.repetition_penalty == 1.0f) continue;
       std::optional<array> context;
-      if (s.request.sampling.repetition_penalty != 1.0f) {
+      if (so.repetition_penalty != 1.0f) {
         context = array(s.tokens.begin(), {1, int(s.tokens.size())}, int32);
       }
+      own[i] = int(outs.size());
       outs.push_back(s.sampler(slice(logits, {int(i), 0}, {int(i) + 1, V}), context));
     }
+    array greedy = astype(argmax(logits, 1), int32);
     std::vector<array> all = outs;
+    all.push_back(greedy);
     all.insert(all.end(), k_pools.begin(), k_pools.end());
     all.insert(all.end(), v_pools.begin(), v_pools.end());
     eval(all);
-    for (auto& o : outs) next_tokens.push_back(o.item<int>());
+    const int32_t* g = greedy.data<int32_t>();
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      next_tokens.push_back(own[i] < 0 ? g[i] : outs[own[i]].item<int>());
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }

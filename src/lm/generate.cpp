@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "core/host_profile.h"
+#include "layers.h"
+#include "nuvec/lm/engine.h"
 #include "nuvec/lm/stop_strings.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
@@ -33,6 +35,48 @@ void eval_cache(Cache& cache) {
 
 } // namespace
 
+namespace {
+
+// The request through a one-request Engine over a paged KV cache just large enough: its
+// prefill chunks and decode steps are compiled and, on a GPU, replayed as CUDA graphs.
+GenerationResult generate_paged(const Model& model, const std::vector<int>& prompt, const GenerationOptions& options,
+                                int max_new, const TokenCallback& on_token) {
+  EngineOptions eo;
+  eo.num_blocks = int((prompt.size() + max_new + eo.block_size - 1) / eo.block_size);
+  eo.max_batch_tokens = std::max(options.prefill_step, 1);
+  eo.max_running = 1;
+  eo.prefix_sharing = false;
+  Engine engine(model, eo);
+  EngineRequest request;
+  request.prompt = prompt;
+  request.sampling = options.sampling;
+  request.max_tokens = max_new;
+  request.stop_at_eos = options.stop_at_eos;
+  GenerationResult result;
+  result.prompt_tokens = int(prompt.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto t_decode = t0;
+  engine.submit(
+      request,
+      [&](int token) {
+        if (result.tokens.empty()) {
+          result.prefill_seconds = seconds_since(t0);
+          t_decode = std::chrono::steady_clock::now();
+        }
+        result.tokens.push_back(token);
+        return on_token ? on_token(token) : true;
+      },
+      [&](const EngineResult& r) { result.finish_reason = r.finish_reason; });
+  engine.run_until_idle();
+  result.decode_seconds = seconds_since(t_decode);
+  if (result.finish_reason.rfind("error: ", 0) == 0) {
+    throw std::runtime_error("[lm.generate] " + result.finish_reason.substr(7));
+  }
+  return result;
+}
+
+} // namespace
+
 GenerationResult generate_tokens(const Model& model, const std::vector<int>& prompt, const GenerationOptions& options,
                                  const TokenCallback& on_token) {
   const ModelConfig& config = model.config();
@@ -56,6 +100,9 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
   result.finish_reason = "length";
   if (max_new <= 0) {
     return result;
+  }
+  if (options.cuda_graphs && default_device().type == Device::gpu && !detail::paged_unsupported(config)) {
+    return generate_paged(model, prompt, options, max_new, on_token);
   }
   const bool penalise = options.sampling.repetition_penalty != 1.0f;
   std::vector<int> context = prompt;
