@@ -4,6 +4,8 @@
 // no KV block leaks after thousands of random requests with cancellations; bad input throws.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -295,6 +297,11 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
   EngineOptions bad;
   bad.block_size = 0;
   EXPECT_NE(message([&] { Engine e(model, bad); }).find("block_size"), std::string::npos);
+  for (float f : {0.0f, -0.5f, 1.5f, std::nanf("")}) {
+    EngineOptions share;
+    share.gpu_memory_fraction = f;
+    EXPECT_NE(message([&] { Engine e(model, share); }).find("gpu_memory_fraction"), std::string::npos) << f;
+  }
   for (const char* arch : {"qwen3_next", "gpt_oss"}) {
     Model other = Model::load(fixture(arch), float32);
     EXPECT_NE(message([&] { Engine e(other); }).find("cannot serve"), std::string::npos) << arch;

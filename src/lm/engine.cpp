@@ -13,6 +13,8 @@
 #include "block_allocator.h"
 #include "layers.h"
 #include "nuvec/compile.h"
+#include "nuvec/device.h"
+#include "nuvec/memory.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"
 
@@ -460,8 +462,22 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
          std::to_string(options_.block_size) + ", " + std::to_string(options_.max_batch_tokens) + ", " +
          std::to_string(options_.max_running) + ", " + std::to_string(options_.num_blocks));
   }
+  if (!(options_.gpu_memory_fraction > 0.0f && options_.gpu_memory_fraction <= 1.0f)) {
+    fail("gpu_memory_fraction must lie in (0, 1]; got " + std::to_string(options_.gpu_memory_fraction));
+  }
   if (options_.num_blocks == 0) {
-    options_.num_blocks = std::min(8192, 16 * ceil_div(c.max_position_embeddings, options_.block_size));
+    const int full = 16 * ceil_div(c.max_position_embeddings, options_.block_size);
+    if (default_device().type == Device::gpu) {
+      // Keys and values of every layer for one block.
+      const double per_block = 2.0 * c.num_hidden_layers * c.num_key_value_heads * options_.block_size *
+          c.head_dim * size_of(model.dtype());
+      const auto info = device_info(Device::gpu);
+      const double free = double(std::get<size_t>(info.at("free_memory"))) + double(get_cache_memory());
+      const double fit = options_.gpu_memory_fraction * free / per_block;
+      options_.num_blocks = int(std::max(1.0, std::min(double(full), fit)));
+    } else {
+      options_.num_blocks = std::min(8192, full);
+    }
   }
   impl_ = std::make_unique<Impl>(model, options_, options_.num_blocks);
   impl_->stats.total_blocks = options_.num_blocks;

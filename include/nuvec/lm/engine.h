@@ -32,7 +32,11 @@ namespace nuvec::lm {
 /// The engine's sizes.
 struct EngineOptions {
   int block_size = 16;          ///< Positions per KV block.
-  int num_blocks = 0;           ///< KV blocks in the pool (0: enough for 16 sequences of the full context, at most 8192).
+  /// KV blocks in the pool. 0: on a GPU, gpu_memory_fraction of the device memory free when
+  /// the engine starts (the allocator's cache counted as free); on the CPU, at most 8192;
+  /// either way at most 16 sequences of the full context.
+  int num_blocks = 0;
+  float gpu_memory_fraction = 0.5f; ///< In (0, 1]: the pools' share of free GPU memory (num_blocks 0).
   int max_batch_tokens = 512;   ///< Tokens one step computes (decodes first, then prefill chunks).
   int max_running = 256;        ///< Sequences admitted at once.
   bool prefix_sharing = true;   ///< Share full prompt blocks with equal tokens.
