@@ -241,7 +241,23 @@ bool replay(TapeState& ts, const std::vector<array>& inputs, std::vector<array>&
     check(cudaMemcpyAsync(g.in_ptrs[k], device_ptr(inputs[k]), inputs[k].nbytes(), cudaMemcpyDeviceToDevice, s),
           "cudaMemcpyAsync (graph input)");
   }
-  check(cudaGraphLaunch(g.exec, s), "cudaGraphLaunch");
+  if (host_profile::enabled()) {
+    // The graph's device time (profiling only: this waits for the device).
+    cudaEvent_t ev[2];
+    for (auto& e : ev) check(cudaEventCreate(&e), "cudaEventCreate");
+    check(cudaEventRecord(ev[0], s), "cudaEventRecord");
+    const double t0 = host_profile::now();
+    check(cudaGraphLaunch(g.exec, s), "cudaGraphLaunch");
+    host_profile::add("graph launch (host)", host_profile::now() - t0);
+    check(cudaEventRecord(ev[1], s), "cudaEventRecord");
+    check(cudaEventSynchronize(ev[1]), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime");
+    host_profile::add("graph device time", ms * 1e-3);
+    for (auto& e : ev) cudaEventDestroy(e);
+  } else {
+    check(cudaGraphLaunch(g.exec, s), "cudaGraphLaunch");
+  }
   for (size_t j = 0; j < outputs.size(); ++j) {
     const auto& o = g.outs[j];
     if (o.alias >= 0) {
