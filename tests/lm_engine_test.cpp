@@ -12,12 +12,15 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
+#include "lm/layers.h"
 #include "lm_fixture.h"
 #include "nuvec/lm/engine.h"
 #include "nuvec/lm/generate.h"
 #include "nuvec/lm/lm.h"
 #include "nuvec/ops.h"
+#include "nuvec/transforms.h"
 
 using namespace nuvec;
 using namespace nuvec::lm;
@@ -104,6 +107,80 @@ TEST_P(Engines, CompiledStepsEqualPlainSteps) {
     EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
     EXPECT_EQ(got[i].tokens.size(), 9u);
   }
+}
+
+// The forward pass over a ragged batch whose middle sequence starts fresh: its rows attend
+// among themselves through scaled_dot_product_attention (PagedBatch::fresh) and give the
+// logits of the all-paged pass, beside a decode row before them and a continuing chunk after.
+TEST_P(Engines, FreshSegmentsEqualThePagedPass) {
+  Model model = Model::load(fixture(GetParam()), float32);
+  const ModelConfig& c = model.config();
+  const int bs = 4, blocks = 7;
+  std::vector<array> k_pools, v_pools;
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    k_pools.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
+    v_pools.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
+  }
+  // Sequence a owns blocks {0, 1}, b {2, 3}, c {4, 5}; rows are (sequence, position, token).
+  const std::map<char, std::vector<int>> table = {{'a', {0, 1}}, {'b', {2, 3}}, {'c', {4, 5}}};
+  auto batch = [&](const std::vector<std::tuple<char, int, int>>& rows) {
+    std::vector<int32_t> tokens, positions, slots, lengths, tables, sample;
+    for (auto& [seq, pos, tok] : rows) {
+      tokens.push_back(tok);
+      positions.push_back(pos);
+      slots.push_back(table.at(seq)[pos / bs] * bs + pos % bs);
+      lengths.push_back(pos + 1);
+      for (int b : table.at(seq)) tables.push_back(b);
+      sample.push_back(int32_t(sample.size()));
+    }
+    const int T = int(rows.size());
+    lm::detail::PagedBatch pb;
+    pb.tokens = array(tokens.begin(), {T}, int32);
+    pb.positions = array(positions.begin(), {T}, int32);
+    pb.slots = array(slots.begin(), {T}, int32);
+    pb.lengths = array(lengths.begin(), {T}, int32);
+    pb.tables = array(tables.begin(), {T, 2}, int32);
+    pb.sample_rows = array(sample.begin(), {T}, int32);
+    return pb;
+  };
+  // Fill a's first 5 positions and c's first 3 (all paged).
+  std::vector<std::tuple<char, int, int>> first;
+  for (int p = 0; p < 5; ++p) first.push_back({'a', p, 3 + 7 * p});
+  for (int p = 0; p < 3; ++p) first.push_back({'c', p, 11 + 5 * p});
+  lm::detail::PagedBatch fill = batch(first);
+  fill.fresh = {{0, 5}, {5, 3}}; // both start at position 0
+  eval(lm::detail::paged_forward(c, model.run_weights(), fill, k_pools, v_pools));
+  eval(k_pools);
+  eval(v_pools);
+  // a decodes position 5, b starts fresh with 6 tokens, c continues with positions 3 and 4.
+  std::vector<std::tuple<char, int, int>> rows = {{'a', 5, 9}};
+  for (int p = 0; p < 6; ++p) rows.push_back({'b', p, 2 + 13 * p});
+  rows.push_back({'c', 3, 17});
+  rows.push_back({'c', 4, 21});
+  auto run = [&](bool with_fresh) {
+    std::vector<array> k = k_pools, v = v_pools; // the filled pools, copied by the writes
+    lm::detail::PagedBatch pb = batch(rows);
+    if (with_fresh) pb.fresh = {{1, 6}};
+    return lm::detail::paged_forward(c, model.run_weights(), pb, k, v);
+  };
+  array want = run(false), got = run(true);
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_TRUE(allclose(got, want, 1e-4, 1e-4).item<bool>()) << "max |diff| " << max(abs(subtract(got, want))).item<float>();
+  // And the filling pass itself equals its all-paged form.
+  std::vector<array> k2, v2;
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    k2.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
+    v2.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
+  }
+  lm::detail::PagedBatch plain = batch(first);
+  array a = lm::detail::paged_forward(c, model.run_weights(), plain, k2, v2);
+  lm::detail::PagedBatch again = batch(first);
+  again.fresh = {{0, 5}, {5, 3}};
+  std::vector<array> k3 = k2, v3 = v2;
+  for (auto& x : k3) x = contiguous(zeros_like(x));
+  for (auto& x : v3) x = contiguous(zeros_like(x));
+  array b = lm::detail::paged_forward(c, model.run_weights(), again, k3, v3);
+  EXPECT_TRUE(allclose(a, b, 1e-4, 1e-4).item<bool>());
 }
 
 // A pool too small for every request at once: sequences are preempted and recomputed, and

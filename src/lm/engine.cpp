@@ -101,7 +101,9 @@ struct Engine::Impl {
 
   // The step's logits [sample rows, vocab]; the pools are replaced by the updated ones.
   array run_forward(detail::PagedBatch& pb) {
-    if (!forward) return detail::paged_forward(model.config(), model.run_weights(), pb, k_pools, v_pools);
+    if (!forward || !pb.fresh.empty()) {
+      return detail::paged_forward(model.config(), model.run_weights(), pb, k_pools, v_pools);
+    }
     const size_t L = k_pools.size();
     std::vector<array> in{pb.tokens, pb.positions, pb.slots, pb.tables, pb.lengths, pb.sample_rows};
     // Moved in, so that the compiled step holds the pools' only handles and updates them in place.
@@ -316,16 +318,21 @@ bool Engine::Impl::step() {
   // The ragged batch. Compiled, it is padded to a bucket — tokens, sampled rows and table
   // width each to a power of two — so that a few shapes recur (each a CUDA graph on a GPU);
   // a padding token attends to itself in the spare block (pool block `trash`).
+  // A sequence's first chunk (nothing cached before it) attends within itself through the
+  // tiled attention kernel (PagedBatch::fresh); such steps are not bucketed: they are few and
+  // bound by the device, and their segments' shapes vary.
   const int bs = options.block_size;
-  const bool pad = forward != nullptr;
   const int trash = blocks.total();
   int T = 0, S = 0;
   int W = 1;
+  std::vector<std::pair<int, int>> fresh;
   for (auto& b : batch) {
+    if (b.start == 0 && b.end - b.start > 1) fresh.push_back({T, b.end - b.start});
     T += b.end - b.start;
     S += b.end == int(b.seq->tokens.size());
     W = std::max(W, int(b.seq->blocks.size()));
   }
+  const bool pad = forward != nullptr && fresh.empty();
   const int Tb = pad ? bucket(T) : T, Sb = pad ? bucket(S) : S, Wb = pad ? bucket(W) : W;
   std::vector<int32_t> tokens, positions, slots, lengths, tables, sample_rows;
   std::vector<Sequence*> sampled;
@@ -360,6 +367,7 @@ bool Engine::Impl::step() {
   pb.lengths = array(lengths.begin(), {Tb}, int32);
   pb.tables = array(tables.begin(), {Tb, Wb}, int32);
   pb.sample_rows = array(sample_rows.begin(), {Sb}, int32);
+  pb.fresh = std::move(fresh);
 
   std::vector<int> next_tokens;
   std::string error;

@@ -101,7 +101,8 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
   if (max_new <= 0) {
     return result;
   }
-  if (options.cuda_graphs && n <= 1024 && default_device().type == Device::gpu && !detail::paged_unsupported(config)) {
+  if (options.cuda_graphs && n <= options.prefill_step && default_device().type == Device::gpu &&
+      !detail::paged_unsupported(config)) {
     return generate_paged(model, prompt, options, max_new, on_token);
   }
   const bool penalise = options.sampling.repetition_penalty != 1.0f;

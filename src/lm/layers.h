@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nuvec/fast.h"
@@ -61,6 +62,10 @@ std::string layer_path(int i);
 /// pool slot slots[t] (block · block_size + offset), and it attends to the first lengths[t]
 /// (= positions[t] + 1) positions of its sequence through tables[t] ([T, max_blocks], its
 /// sequence's block table, padded). sample_rows [S]: the tokens whose logits are wanted.
+/// fresh (host side): the row ranges {first row, rows} of sequences whose first tokens these
+/// are (nothing cached before them), which attend among themselves through
+/// scaled_dot_product_attention (its tiled causal kernel) instead of row by row through the
+/// pool (paged_attention re-reads the keys for every row: quadratic traffic in a prefill).
 struct PagedBatch {
   array tokens = array(0);
   array positions = array(0);
@@ -68,6 +73,7 @@ struct PagedBatch {
   array tables = array(0);
   array lengths = array(0);
   array sample_rows = array(0);
+  std::vector<std::pair<int, int>> fresh;
 };
 
 /// Whether the paged forward pass covers config's architecture; else why not.

@@ -29,6 +29,36 @@ std::optional<std::string> paged_unsupported(const ModelConfig& c) {
 
 namespace {
 
+// Attention of a batch with fresh prefill segments: each segment's rows attend causally among
+// themselves through scaled_dot_product_attention (q, k, v as [T, H, 1, D] rows: the keys and
+// values just written to the pools); the rows between segments through paged_attention.
+// The pieces are joined in row order.
+array mixed_attention(const array& q, const array& k, const array& v, const array& k_pool, const array& v_pool,
+                      const PagedBatch& b, float scale) {
+  const int T = q.shape(0), Hq = q.shape(1), D = q.shape(3), W = b.tables.shape(1);
+  std::vector<array> pieces;
+  auto paged_rows = [&](int a, int e) {
+    if (a >= e) return;
+    pieces.push_back(fast::paged_attention(slice(q, {a, 0, 0, 0}, {e, Hq, 1, D}), k_pool, v_pool,
+                                           slice(b.tables, {a, 0}, {e, W}), slice(b.lengths, {a}, {e}), scale));
+  };
+  // Rows [a, a + L) of x [T, H, 1, D] as [1, H, L, D].
+  auto as_heads = [](const array& x, int a, int L) {
+    const int H = x.shape(1), Dx = x.shape(3);
+    return transpose(reshape(slice(x, {a, 0, 0, 0}, {a + L, H, 1, Dx}), {1, L, H, Dx}), {0, 2, 1, 3});
+  };
+  int row = 0;
+  for (auto [a, L] : b.fresh) {
+    paged_rows(row, a);
+    array o = fast::scaled_dot_product_attention(as_heads(q, a, L), as_heads(k, a, L), as_heads(v, a, L), scale,
+                                                 "causal");
+    pieces.push_back(reshape(transpose(o, {0, 2, 1, 3}), {L, Hq, 1, D}));
+    row = a + L;
+  }
+  paged_rows(row, T);
+  return pieces.size() == 1 ? pieces[0] : concatenate(pieces, 0);
+}
+
 array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer, const array& x,
                             const PagedBatch& b, array& k_pool, array& v_pool) {
   const std::string path = layer_path(layer) + ".self_attn";
@@ -47,7 +77,9 @@ array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer,
   k_pool = fast::paged_write(k_pool, reshape(k, {T, Hkv, D}), b.slots);
   v_pool = fast::paged_write(v_pool, reshape(v, {T, Hkv, D}), b.slots);
   const float m = rope_attention_factor(c);
-  array o = fast::paged_attention(q, k_pool, v_pool, b.tables, b.lengths, m * m / std::sqrt(float(D)));
+  const float scale = m * m / std::sqrt(float(D));
+  array o = b.fresh.empty() ? fast::paged_attention(q, k_pool, v_pool, b.tables, b.lengths, scale)
+                            : mixed_attention(q, k, v, k_pool, v_pool, b, scale);
   return linear(c, w, path + ".o_proj", reshape(o, {T, Hq * D}));
 }
 
