@@ -68,19 +68,21 @@ struct Engine::Impl {
   // copied by the first write), with one block more than the allocator hands out: the
   // padding rows of a bucketed step write there. And the step's forward pass, compiled
   // afresh with them (its CUDA graphs hold the pools they were captured on).
+  // Built aside and swapped in: if making them fails, the engine keeps its previous pools.
   void make_pools() {
     const ModelConfig& c = model.config();
-    k_pools.clear();
-    v_pools.clear();
-    forward = nullptr;
+    forward = nullptr; // its graphs hold the old pools: let them go first
+    std::vector<array> ks, vs;
     for (int i = 0; i < c.num_hidden_layers; ++i) {
       const Shape shape = {blocks.total() + 1, c.num_key_value_heads, options.block_size, c.head_dim};
-      k_pools.push_back(contiguous(zeros(shape, model.dtype())));
-      v_pools.push_back(contiguous(zeros(shape, model.dtype())));
+      ks.push_back(contiguous(zeros(shape, model.dtype())));
+      vs.push_back(contiguous(zeros(shape, model.dtype())));
     }
-    std::vector<array> all = k_pools;
-    all.insert(all.end(), v_pools.begin(), v_pools.end());
+    std::vector<array> all = ks;
+    all.insert(all.end(), vs.begin(), vs.end());
     eval(all);
+    k_pools = std::move(ks);
+    v_pools = std::move(vs);
     if (options.compiled_steps) forward = compile_forward();
   }
 
@@ -111,7 +113,15 @@ struct Engine::Impl {
     for (auto& p : v_pools) in.push_back(std::move(p));
     k_pools.clear();
     v_pools.clear();
-    std::vector<array> out = forward(in);
+    std::vector<array> out;
+    try {
+      out = forward(in);
+    } catch (...) {
+      // A trace that throws leaves the pools as they were: take them back.
+      k_pools.assign(in.begin() + 6, in.begin() + 6 + L);
+      v_pools.assign(in.begin() + 6 + L, in.end());
+      throw;
+    }
     in.clear();
     k_pools.assign(out.begin() + 1, out.begin() + 1 + L);
     v_pools.assign(out.begin() + 1 + L, out.end());

@@ -119,16 +119,17 @@ inline void report_index_error(ErrorSlots::Slot slot, const char* op, bool keep 
   try {
     IndexError e;
     std::memcpy(&e, const_cast<const IndexError*>(slot.host), sizeof(e));
+    if (keep) {
+      // A later replay may already be writing the slot: take the flag atomically rather than
+      // clearing the record after reading it (which could wipe that replay's error).
+      e.flag = __atomic_exchange_n(&slot.host->flag, 0, __ATOMIC_ACQ_REL);
+    }
     if (e.flag != 0) {
       record_kernel_error(std::make_exception_ptr(std::out_of_range(error_message(
           op, "indices must lie in [", -e.n, ", ", e.n, ") along axis ", e.axis,
           " (of size ", e.n, "); got ", e.value, "."))));
     }
-    if (keep) {
-      std::memset(slot.host, 0, sizeof(IndexError));
-    } else {
-      error_slots().release(slot);
-    }
+    if (!keep) error_slots().release(slot);
   } catch (...) {
     // Nothing may escape a release; the error (or, out of memory, the slot) is lost rather
     // than the worker.

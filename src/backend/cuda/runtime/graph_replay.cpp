@@ -22,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/common/donation.h"
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/runtime/stream.h"
 #include "backend/gpu.h"
@@ -33,10 +34,11 @@ namespace nuvec::cu {
 namespace {
 
 struct CapturedGraph {
+  const StreamState* stream = nullptr; // whose reservations in_bufs are
   cudaGraphExec_t exec = nullptr;
   std::vector<array> in_bufs; // views holding the captured inputs' buffers
   std::vector<void*> in_ptrs;
-  std::vector<bool> written; // an output is handed out in input k's buffer
+  std::vector<bool> written; // the graph writes input k's buffer (donated to a node)
   struct Output {
     int alias = -1; // the input whose buffer holds it, or -1: copied out of ptr
     void* ptr = nullptr;
@@ -50,7 +52,7 @@ struct CapturedGraph {
   CapturedGraph& operator=(const CapturedGraph&) = delete;
   ~CapturedGraph() {
     if (exec) cudaGraphExecDestroy(exec);
-    for (auto& b : in_bufs) reserve_for_graph(b.data_shared_ptr().get(), -1);
+    for (auto& b : in_bufs) reserve_for_graph(stream, b.data_shared_ptr().get(), -1);
   }
 };
 
@@ -93,7 +95,9 @@ class Lent {
 // node's input list holds its only handle and the node may donate its buffer; the node's
 // inputs that nothing outside it sees are lent to the stream for the same reason. Every
 // output is held by the stream (while capturing: by the graph) for its kernels.
-std::vector<array> run_nodes(const detail::ReplayTape& t, const std::vector<array>& inputs, StreamState& st) {
+// With `donated`, the inputs whose whole buffer a node's output took over are added to it.
+std::vector<array> run_nodes(const detail::ReplayTape& t, const std::vector<array>& inputs, StreamState& st,
+                             std::unordered_set<const array::Data*>* donated = nullptr) {
   std::unordered_map<std::uintptr_t, int> reads;
   for (auto& a : t.tape) {
     if (a.has_primitive()) {
@@ -112,7 +116,9 @@ std::vector<array> run_nodes(const detail::ReplayTape& t, const std::vector<arra
   }
   for (auto& a : t.tape) {
     if (!a.has_primitive()) {
-      values.emplace(a.id(), a); // a constant (inputs are in already)
+      // A constant (inputs are in already): its buffer must outlive the kernels reading it
+      // (the tape that owns it may go first), and a captured graph keeps reading it.
+      if (values.emplace(a.id(), a).second) st.hold(a.data_shared_ptr());
       continue;
     }
     std::vector<array> ins;
@@ -132,6 +138,13 @@ std::vector<array> run_nodes(const detail::ReplayTape& t, const std::vector<arra
     for (auto& o : trace_outs) outs.push_back(array(o.shape(), o.dtype(), nullptr, {}));
     a.primitive().eval_gpu(ins, outs);
     for (size_t k = 0; k < outs.size(); ++k) {
+      if (donated) {
+        for (auto& in : inputs) {
+          if (outs[k].data_shared_ptr() == in.data_shared_ptr() && donation_layout_ok(in, outs[k])) {
+            donated->insert(in.data_shared_ptr().get());
+          }
+        }
+      }
       st.hold(outs[k].data_shared_ptr());
       if (reads[trace_outs[k].id()] > 0) values.insert_or_assign(trace_outs[k].id(), std::move(outs[k]));
     }
@@ -163,9 +176,10 @@ bool capture(TapeState& ts, const detail::ReplayTape& t, const std::vector<array
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
   st.begin_capture(&g->res);
   std::vector<array> results;
+  std::unordered_set<const array::Data*> donated;
   bool ok = true;
   try {
-    results = run_nodes(t, inputs, st);
+    results = run_nodes(t, inputs, st, &donated);
   } catch (...) {
     ok = false;
   }
@@ -179,14 +193,18 @@ bool capture(TapeState& ts, const detail::ReplayTape& t, const std::vector<array
     ts.capturable = false;
     return false;
   }
+  g->stream = &st;
   for (auto& in : inputs) {
     array v(in.shape(), in.dtype(), nullptr, {});
     v.copy_shared_buffer(in);
     g->in_ptrs.push_back(device_ptr(in));
-    reserve_for_graph(in.data_shared_ptr().get(), 1);
+    reserve_for_graph(&st, in.data_shared_ptr().get(), 1);
     g->in_bufs.push_back(std::move(v));
   }
+  // An input whose buffer a node's output took over (donation) is written by every replay,
+  // whether or not it is handed out; so is one an output is handed out in (below).
   g->written.assign(inputs.size(), false);
+  for (size_t k = 0; k < inputs.size(); ++k) g->written[k] = donated.count(inputs[k].data_shared_ptr().get()) > 0;
   for (auto& r : results) {
     CapturedGraph::Output o;
     for (size_t k = 0; k < inputs.size() && o.alias < 0; ++k) {
@@ -226,6 +244,9 @@ bool replay(TapeState& ts, const std::vector<array>& inputs, std::vector<array>&
   for (size_t k = 0; k < inputs.size(); ++k) {
     const array& in = inputs[k];
     if (!dense(in)) return refuse("an input is a view");
+    // A buffer the graph writes must have no host copy: it would go stale, and the output
+    // handed out in it would read the old values (donation refuses such buffers too).
+    if (g.written[k] && g.in_bufs[k].data_shared_ptr()->buffer.ptr()) return refuse("state read on the host");
     if (device_ptr(in) == g.in_ptrs[k]) {
       // Updated in place: only when this node's input list holds the only handle.
       if (g.written[k] && !(in.is_sole_handle() && foreign_owners(in, 1, st) == 0)) {
@@ -258,6 +279,9 @@ bool replay(TapeState& ts, const std::vector<array>& inputs, std::vector<array>&
   } else {
     check(cudaGraphLaunch(g.exec, s), "cudaGraphLaunch");
   }
+  // Registered before anything below can throw: the launch runs whatever happens next.
+  for (auto& f : g.res.each_run) st.after_device(f);
+  st.after_device([keep = ts.graph] {}); // the graph and its buffers outlive this launch
   for (size_t j = 0; j < outputs.size(); ++j) {
     const auto& o = g.outs[j];
     if (o.alias >= 0) {
@@ -267,8 +291,6 @@ bool replay(TapeState& ts, const std::vector<array>& inputs, std::vector<array>&
       check(cudaMemcpyAsync(dst, o.ptr, o.bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync (graph output)");
     }
   }
-  for (auto& f : g.res.each_run) st.after_device(f);
-  st.after_device([keep = ts.graph] {}); // the graph and its buffers outlive this launch
   return true;
 }
 

@@ -4,6 +4,7 @@
 // event recorded after them has completed (a freed block may then be reused by any stream).
 #include "backend/cuda/runtime/stream.h"
 
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -110,7 +111,7 @@ long StreamState::holds_of(const array::Data* d) const {
     for (auto& p : capture_->data) n += p.get() == d;
   }
   if (auto it = lent_.find(d); it != lent_.end()) n += it->second;
-  return n + graph_reservations(d);
+  return n + graph_reservations(this, d);
 }
 
 void StreamState::end_task() {
@@ -167,7 +168,7 @@ namespace {
 
 struct Reservations {
   std::mutex mtx;
-  std::unordered_map<const array::Data*, long> count;
+  std::map<std::pair<const StreamState*, const array::Data*>, long> count;
 };
 
 Reservations& reservations() {
@@ -177,18 +178,18 @@ Reservations& reservations() {
 
 } // namespace
 
-void reserve_for_graph(const array::Data* d, long n) {
+void reserve_for_graph(const StreamState* st, const array::Data* d, long n) {
   auto& r = reservations();
   std::lock_guard<std::mutex> lk(r.mtx);
-  auto it = r.count.emplace(d, 0).first;
+  auto it = r.count.emplace(std::make_pair(st, d), 0).first;
   it->second += n;
   if (it->second == 0) r.count.erase(it);
 }
 
-long graph_reservations(const array::Data* d) {
+long graph_reservations(const StreamState* st, const array::Data* d) {
   auto& r = reservations();
   std::lock_guard<std::mutex> lk(r.mtx);
-  auto it = r.count.find(d);
+  auto it = r.count.find(std::make_pair(st, d));
   return it == r.count.end() ? 0 : it->second;
 }
 

@@ -109,11 +109,12 @@ class StreamState {
   std::unordered_map<const array::Data*, long> lent_;
 };
 
-/// Buffers captured CUDA graphs bake in as inputs (graph_replay.cpp): such a graph writes or
-/// reads the buffer only when replayed, after its own checks, so its reservation is not a
-/// reader that must block writing the buffer in place elsewhere. holds_of counts them.
-void reserve_for_graph(const array::Data* d, long n);
-long graph_reservations(const array::Data* d);
+/// Buffers captured CUDA graphs bake in as inputs (graph_replay.cpp): such a graph reads or
+/// writes the buffer only when replayed on its stream, after its own checks, so on that
+/// stream its reservation is not a reader that must block writing the buffer in place
+/// (holds_of counts the stream's own reservations; another stream's count as readers).
+void reserve_for_graph(const StreamState* st, const array::Data* d, long n);
+long graph_reservations(const StreamState* st, const array::Data* d);
 
 /// The state of stream s (created on first use; only s's worker thread may use it).
 StreamState& stream_state(Stream s);
