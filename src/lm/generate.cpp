@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <stdexcept>
 
 #include "core/host_profile.h"
@@ -56,6 +57,7 @@ GenerationResult generate_paged(const Model& model, const std::vector<int>& prom
   result.prompt_tokens = int(prompt.size());
   const auto t0 = std::chrono::steady_clock::now();
   auto t_decode = t0;
+  std::exception_ptr thrown; // the caller's callback's own exception, rethrown as it was
   engine.submit(
       request,
       [&](int token) {
@@ -64,11 +66,17 @@ GenerationResult generate_paged(const Model& model, const std::vector<int>& prom
           t_decode = std::chrono::steady_clock::now();
         }
         result.tokens.push_back(token);
-        return on_token ? on_token(token) : true;
+        try {
+          return on_token ? on_token(token) : true;
+        } catch (...) {
+          thrown = std::current_exception();
+          return false;
+        }
       },
       [&](const EngineResult& r) { result.finish_reason = r.finish_reason; });
   engine.run_until_idle();
   result.decode_seconds = seconds_since(t_decode);
+  if (thrown) std::rethrow_exception(thrown);
   if (result.finish_reason.rfind("error: ", 0) == 0) {
     throw std::runtime_error("[lm.generate] " + result.finish_reason.substr(7));
   }
