@@ -59,6 +59,7 @@ const char* kUsage =
     "  --seed S                seed of the sampler\n"
     "  --stop TEXT             stop when TEXT is produced (repeatable; left out of the output)\n"
     "  --ignore-eos            do not stop at the end-of-sequence token\n"
+    "  --no-cuda-graphs        (GPU) decode with the dense cache's loop, not replayed CUDA graphs\n"
     "  --dtype T               float32, bfloat16 or float16 (default: the checkpoint's)\n"
     "  --device cpu|gpu        where to run (default: gpu when there is one)\n"
     "\n"
@@ -76,7 +77,10 @@ const char* kUsage =
     "  --model-name NAME       the model id clients name (default: the directory's name)\n"
     "  --chat-template FILE    a Jinja chat template instead of the model's\n"
     "  --block-size N          positions per KV block (default 16)\n"
-    "  --num-blocks N          KV blocks (default: 16 full contexts, at most 8192)\n"
+    "  --num-blocks N          KV blocks (default: on a GPU --gpu-memory-fraction of free memory,\n"
+    "                          on the CPU at most 8192; either way at most 16 full contexts)\n"
+    "  --gpu-memory-fraction F share of free GPU memory the KV blocks take (default 0.5)\n"
+    "  --no-cuda-graphs        build every engine step's graph (no CUDA graph replay)\n"
     "  --max-batch-tokens N    tokens one engine step computes (default 512)\n"
     "  --max-running N         sequences decoded at once (default 256)\n"
     "  --no-prefix-sharing     do not share equal prompt blocks between requests\n"
@@ -222,6 +226,7 @@ lm::GenerationOptions generation_options(const Flags& f) {
     o.stop_strings.push_back(it->second);
   }
   o.stop_at_eos = !f.has("ignore-eos");
+  o.cuda_graphs = !f.has("no-cuda-graphs");
   return o;
 }
 
@@ -256,7 +261,9 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
     if (!line.empty()) prompts.push_back(line);
   }
   auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
-  lm::Engine engine(model);
+  lm::EngineOptions eo;
+  eo.compiled_steps = o.cuda_graphs;
+  lm::Engine engine(model, eo);
   struct Output {
     std::unique_ptr<lm::StopStringDecoder> decoder;
     std::string text;
@@ -300,7 +307,7 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
 }
 
 int cmd_generate(int argc, char** argv) {
-  Flags f = parse(argc, argv, {"ignore-eos"}, with({"model", "prompt", "batch"}, kGenerationFlags));
+  Flags f = parse(argc, argv, {"ignore-eos", "no-cuda-graphs"}, with({"model", "prompt", "batch"}, kGenerationFlags));
   if (!f.has("model") || f.has("prompt") == f.has("batch")) {
     usage_error("generate needs --model and one of --prompt and --batch");
   }
@@ -336,7 +343,7 @@ lm::ChatTemplate chat_template_flag(const Flags& f) {
 // (tokenizer_config.json or chat_template.jinja, or --chat-template FILE) and answered;
 // "/reset" starts over, "/exit" or the end of input ends.
 int cmd_chat(int argc, char** argv) {
-  Flags f = parse(argc, argv, {"ignore-eos", "no-thinking"},
+  Flags f = parse(argc, argv, {"ignore-eos", "no-thinking", "no-cuda-graphs"},
                   with({"model", "system", "chat-template"}, kGenerationFlags));
   if (!f.has("model")) {
     usage_error("chat needs --model");
@@ -382,9 +389,9 @@ volatile sig_atomic_t g_stop_signal = 0;
 // An OpenAI-compatible server (include/nuvec/lm/serve.h): the engine steps on its own thread,
 // the HTTP server answers on its pool; SIGINT or SIGTERM stops both.
 int cmd_serve(int argc, char** argv) {
-  Flags f = parse(argc, argv, {"no-prefix-sharing", "log"},
+  Flags f = parse(argc, argv, {"no-prefix-sharing", "no-cuda-graphs", "log"},
                   {"model", "host", "port", "model-name", "chat-template", "block-size", "num-blocks",
-                   "max-batch-tokens", "max-running", "threads", "dtype", "device"});
+                   "gpu-memory-fraction", "max-batch-tokens", "max-running", "threads", "dtype", "device"});
   if (!f.has("model")) {
     usage_error("serve needs --model");
   }
@@ -405,6 +412,8 @@ int cmd_serve(int argc, char** argv) {
   eo.max_batch_tokens = int(f.number("max-batch-tokens", eo.max_batch_tokens, 1, 1e9));
   eo.max_running = int(f.number("max-running", eo.max_running, 1, 1e9));
   eo.prefix_sharing = !f.has("no-prefix-sharing");
+  eo.gpu_memory_fraction = float(f.number("gpu-memory-fraction", eo.gpu_memory_fraction, 1e-6, 1.0));
+  eo.compiled_steps = !f.has("no-cuda-graphs");
   try {
     so.chat_template = chat_template_flag(f);
   } catch (const std::runtime_error& e) {
