@@ -58,6 +58,14 @@ std::vector<EngineRequest> greedy_all(const std::vector<std::vector<int>>& promp
   return out;
 }
 
+// Submits requests[i] for i in [from, to), each result stored into got[i] when it ends.
+void submit_range(Engine& engine, const std::vector<EngineRequest>& requests, std::vector<EngineResult>& got,
+                  size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    engine.submit(requests[i], {}, [&got, i](const EngineResult& r) { got[i] = r; });
+  }
+}
+
 // Small pools and steps, so that the tiny fixtures exercise chunked prefill and many blocks.
 EngineOptions small_engine(int block_size, int num_blocks, int max_batch_tokens) {
   EngineOptions o;
@@ -116,11 +124,15 @@ TEST_P(Engines, FreshSegmentsEqualThePagedPass) {
   Model model = Model::load(fixture(GetParam()), float32);
   const ModelConfig& c = model.config();
   const int bs = 4, blocks = 7;
-  std::vector<array> k_pools, v_pools;
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    k_pools.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
-    v_pools.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
-  }
+  // Every layer's zeroed pool.
+  auto zero_pools = [&] {
+    std::vector<array> pools;
+    for (int i = 0; i < c.num_hidden_layers; ++i) {
+      pools.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
+    }
+    return pools;
+  };
+  std::vector<array> k_pools = zero_pools(), v_pools = zero_pools();
   // Sequence a owns blocks {0, 1}, b {2, 3}, c {4, 5}; rows are (sequence, position, token).
   const std::map<char, std::vector<int>> table = {{'a', {0, 1}}, {'b', {2, 3}}, {'c', {4, 5}}};
   auto batch = [&](const std::vector<std::tuple<char, int, int>>& rows) {
@@ -167,18 +179,12 @@ TEST_P(Engines, FreshSegmentsEqualThePagedPass) {
   ASSERT_EQ(got.shape(), want.shape());
   EXPECT_TRUE(allclose(got, want, 1e-4, 1e-4).item<bool>()) << "max |diff| " << max(abs(subtract(got, want))).item<float>();
   // And the filling pass itself equals its all-paged form.
-  std::vector<array> k2, v2;
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    k2.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
-    v2.push_back(contiguous(zeros({blocks, c.num_key_value_heads, bs, c.head_dim})));
-  }
+  std::vector<array> k2 = zero_pools(), v2 = zero_pools();
   lm::detail::PagedBatch plain = batch(first);
   array a = lm::detail::paged_forward(c, model.run_weights(), plain, k2, v2);
   lm::detail::PagedBatch again = batch(first);
   again.fresh = {{0, 5}, {5, 3}};
-  std::vector<array> k3 = k2, v3 = v2;
-  for (auto& x : k3) x = contiguous(zeros_like(x));
-  for (auto& x : v3) x = contiguous(zeros_like(x));
+  std::vector<array> k3 = zero_pools(), v3 = zero_pools();
   array b = lm::detail::paged_forward(c, model.run_weights(), again, k3, v3);
   EXPECT_TRUE(allclose(a, b, 1e-4, 1e-4).item<bool>());
 }
@@ -196,9 +202,7 @@ TEST_P(Engines, PreemptionKeepsTheOutputs) {
   tight.num_blocks = 16; // 64 positions: a request needs at most 52
   Engine engine(model, tight);
   std::vector<EngineResult> got(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    engine.submit(requests[i], {}, [&got, i](const EngineResult& r) { got[i] = r; });
-  }
+  submit_range(engine, requests, got, 0, requests.size());
   engine.run_until_idle();
   EXPECT_GT(engine.stats().preemptions, 0);
   EXPECT_EQ(engine.stats().free_blocks, engine.stats().total_blocks);
@@ -231,11 +235,9 @@ TEST(LmEngine, PrefixSharingGivesTheSameTokens) {
   Engine engine(model, options);
   std::vector<EngineResult> got(requests.size());
   // The first request runs alone first, so the others find its blocks.
-  engine.submit(requests[0], {}, [&](const EngineResult& r) { got[0] = r; });
+  submit_range(engine, requests, got, 0, 1);
   engine.run_until_idle();
-  for (size_t i = 1; i < requests.size(); ++i) {
-    engine.submit(requests[i], {}, [&got, i](const EngineResult& r) { got[i] = r; });
-  }
+  submit_range(engine, requests, got, 1, requests.size());
   engine.run_until_idle();
   EXPECT_EQ(engine.stats().shared_block_hits, 0) << "the first request's blocks were freed when it finished";
   // Shared while alive: all at once, the long-running first request holds the prefix.

@@ -134,6 +134,7 @@ class GraphReplay : public Primitive {
   GraphReplay(Stream stream, std::shared_ptr<detail::ReplayTape> tape)
       : Primitive(stream), tape_(std::move(tape)) {}
   NUVEC_PRIMITIVE_RULES()
+  /// The traced function it runs, with its replay counters (src/compile/graph.h; for tests).
   const detail::ReplayTape& tape() const { return *tape_; }
 
  private:
