@@ -133,6 +133,36 @@ TEST(GpuMatmul, Large) {
   }
 }
 
+// Decode's products: up to 8 rows times a Linear layer's transposed weight run the GEMV kernel
+// (gemv.cu) — every row count 1..8 (one kernel per count), K from one 16-byte vector to
+// several thousand, N from 1 to past a block's columns, weights with rows further apart than
+// K (a row slice), rows folded from batch axes; beside them the shapes that stay on cuBLASLt
+// (9 rows, K not a multiple of the vector, an unaligned x).
+TEST(GpuMatmul, FewRowsTimesTransposedWeight) {
+  REQUIRE_GPU();
+  const std::vector<std::array<int, 2>> kn = {{8, 1}, {64, 7}, {1000, 300}, {4104, 1025}, {2048, 3}};
+  for (Dtype t : {float32, float16, bfloat16}) {
+    for (auto [k, n] : kn) {
+      array w = rand_of({n, k}, t), wide = rand_of({n, k + 8}, t);
+      for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+        SCOPED_TRACE(::testing::Message() << t << " m=" << m << " k=" << k << " n=" << n);
+        array x = rand_of({m, k}, t);
+        Tol tol = product_tol(t, k);
+        compare([&](StreamOrDevice s) { return matmul(x, transpose(w, s), s); }, tol);
+        compare([&](StreamOrDevice s) { return matmul(x, transpose(slice(wide, {0, 0}, {n, k}, s), s), s); }, tol);
+      }
+      array xb = rand_of({2, 4, k}, t), x1 = rand_of({3, 1, k}, t), xo = rand_of({2, k + 1}, t);
+      Tol tol = product_tol(t, k);
+      compare([&](StreamOrDevice s) { return matmul(xb, transpose(w, s), s); }, tol);           // 8 rows
+      compare([&](StreamOrDevice s) { return matmul(x1, transpose(w, s), s); }, tol);           // 3 rows
+      compare([&](StreamOrDevice s) { return matmul(slice(xo, {0, 1}, {2, k + 1}, s), transpose(w, s), s); }, tol);
+    }
+  }
+  // K not a multiple of the vector: cuBLASLt.
+  array x = rand_of({2, 37}, bfloat16), w = rand_of({19, 37}, bfloat16);
+  compare([&](StreamOrDevice s) { return matmul(x, transpose(w, s), s); }, product_tol(bfloat16, 37));
+}
+
 // Row- and column-major operands in every combination (no copies on the GPU).
 TEST(GpuMatmul, TransposedOperands) {
   REQUIRE_GPU();

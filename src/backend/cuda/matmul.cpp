@@ -2,7 +2,9 @@
 // (gemm.h, cuBLASLt): operands whose last two axes are row- or column-major are read in
 // place, batches become strided-batched calls (one per run of uniformly strided batches),
 // and AddMM's c is either read in place (dense) or copied into the output first (broadcast
-// or strided) so that cuBLASLt adds it in place. Integer and bool products use the tiled
+// or strided) so that cuBLASLt adds it in place. Products of at most 8 rows with a
+// transposed row-major matrix (a Linear layer's weight in decode) take the GEMV kernel of
+// gemv.cu instead of cuBLASLt. Integer and bool products use the tiled
 // wrap-around kernel of int_matmul.cu. Semantics: src/backend/cpu/matmul.cpp.
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemv.h"
 #include "backend/cuda/int_matmul.h"
 #include "backend/cuda/scale.h"
 #include "core/errors.h"
@@ -160,6 +163,8 @@ void eval_product(
     cu::scale_in_place(po, dtype, static_cast<int64_t>(out.size()), beta);
     return;
   }
+  // A few rows times a Linear layer's transposed weight (decode): the GEMV kernel.
+  if (!use_c && alpha == 1.0f && cu::gemv(a, b, out, po)) return;
   array a2 = gemm_readable(a, nbatch) ? a : dense_copy(a);
   array b2 = gemm_readable(b, nbatch) ? b : dense_copy(b);
   if (run_product(a2, b2, c_dense, po, out, k, alpha, use_c ? beta : 0.0f)) return;
