@@ -396,7 +396,7 @@ TEST(FastAttentionVector, PassesAgree) {
 
 TEST(FastAttentionVector, ScheduleFillsTheGpu) {
   // Host arithmetic (fast::vector_schedule): one pass from one block per multiprocessor on;
-  // below, key blocks that fill two blocks per multiprocessor, each over >= 512 keys.
+  // below, key blocks that fill two blocks per multiprocessor, each over >= 64 keys.
   fast::RouteKey k;
   k.gpu = true;
   k.sm_count = 132;
@@ -411,11 +411,13 @@ TEST(FastAttentionVector, ScheduleFillsTheGpu) {
   EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{1, 1}));
   k.b = 1;
   k.lk = 8192;
-  EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{2, 16})); // 8 blocks; 8192 / 512
+  EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{2, 33})); // 8 blocks; ceil(264 / 8)
   k.lk = 131072;
   EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{2, 33})); // ceil(264 / 8)
   k.lk = 1000;
-  EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{1, 1})); // one block of 512 keys
+  EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{2, 15})); // 1000 / 64
+  k.lk = 100;
+  EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{1, 1})); // one block of 64 keys
   k.b = 16;
   k.lk = 65536;
   EXPECT_EQ(fast::vector_schedule(k), (std::pair<int, int>{2, 3})); // 128 blocks: ceil(264 / 128)

@@ -222,6 +222,40 @@ TEST(FastPagedAttention, PagedWriteStridedCacheAndRepeatedSlot) {
   }
 }
 
+// Repeated slots on both kernels (up to 256 rows: the one-kernel write that finds each slot's
+// last writer in shared memory; more: the winner pass): every slot holds the row of its last
+// occurrence, whole; slots nobody names keep the cache's rows; out-of-range slots are dropped.
+TEST(FastPagedAttention, PagedWriteKeepsTheLastOfRepeatedSlots) {
+  NUVEC_REQUIRE_GPU();
+  for (int n : {9, 256, 257, 700}) {
+    SCOPED_TRACE("rows " + std::to_string(n));
+    const int blocks = 24, hkv = 3, bs = 8, d = 40, cap = blocks * bs;
+    std::uniform_int_distribution<int> pick(-3, cap + 2); // repeats and out-of-range slots
+    std::vector<int> slots(n);
+    for (auto& x : slots) x = pick(rng());
+    array cache = on_cpu(astype(randn({blocks, hkv, bs, d}), bfloat16));
+    array values = on_cpu(astype(randn({n, hkv, d}), bfloat16));
+    array sl = on_cpu(array(slots.begin(), {n}, int32));
+    array out(cache.shape(), bfloat16, std::make_shared<PagedWrite>(default_stream(Device::gpu)),
+              std::vector<array>{cache, values, sl});
+    eval(out);
+    auto got = to_vector(out), old = to_vector(cache), vals = to_vector(values);
+    std::vector<int> last(cap, -1);
+    for (int r = 0; r < n; ++r) {
+      if (slots[r] >= 0 && slots[r] < cap) last[slots[r]] = r;
+    }
+    for (int s = 0; s < cap; ++s) {
+      for (int h = 0; h < hkv; ++h) {
+        const size_t at = size_t(((s / bs) * hkv + h) * bs + s % bs) * d;
+        for (int j = 0; j < d; ++j) {
+          const double want = last[s] < 0 ? old[at + j] : vals[(size_t(last[s]) * hkv + h) * d + j];
+          ASSERT_EQ(got[at + j], want) << "slot " << s << " head " << h << " element " << j;
+        }
+      }
+    }
+  }
+}
+
 // A decode step through the public API: the history and the new token written with
 // paged_write, then paged_attention over the cache equals scaled_dot_product_attention over
 // the concatenated keys and values (causal for several new queries).

@@ -39,14 +39,19 @@ std::pair<int, int> vector_schedule(const RouteKey& key) {
   // flight, so they end together, and a second pass only adds a launch and a wave (H200, bf16
   // B32 Hq32 Hkv8 D128 Lk 8192: one pass 253 us = 4.2 TB/s, two passes of 2 to 8 key blocks
   // 265 to 297 us). Below that, the keys split so that the first pass fills the resident slots
-  // (two per multiprocessor) once, each key block over at least 512 keys (a block's fixed
-  // costs: loading its queries, filling its queues, merging its warps, writing its partial
-  // state, are worth a few hundred keys).
+  // (two per multiprocessor) once, each key block over at least 64 keys (one 16-key step for
+  // each of a block's 4 warps). A block's fixed costs (loading its queries, filling its
+  // queues, merging its warps, writing its partial state) are worth a few hundred keys of
+  // streaming, but below one block per multiprocessor the call is bound by latency, not by
+  // bandwidth: a block's warps walk their keys a queue step at a time, each step waiting on
+  // HBM (and, paged, on the block table first), so fewer keys a block is a shorter call.
+  // (H200, paged decode of one sequence, Hkv 8, ~540 keys: at least 512 keys a block gave 2
+  // blocks a head and 23.5 us a call, ncu.)
   const int64_t base = key.b * key.hkv;
   const int64_t sms = std::max(key.sm_count, 1);
   if (base >= sms) return {1, 1};
   const int64_t want = (2 * sms + base - 1) / base;
-  const int64_t most = key.lk / 512;
+  const int64_t most = key.lk / 64;
   const int64_t blocks = std::min({want, most, int64_t(1024)});
   return blocks >= 2 ? std::pair{2, static_cast<int>(blocks)} : std::pair{1, 1};
 }

@@ -69,6 +69,8 @@ namespace {
 
 // Warps of the combine kernel (one query row each).
 constexpr int kCombineWarps = 4;
+constexpr int kCombineMaxBlocks = 1024; // the most key blocks vector_schedule gives
+constexpr int kCombineUnroll = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 // The weights' exp2 in the key loops: one ex2.approx.ftz (mma.cuh), about 2^-22 relative;
@@ -1130,9 +1132,17 @@ __global__ void __launch_bounds__(kCombineWarps * kWarpSize) attention_vector_co
   if (lane == 0 && a.buf.lse) a.buf.lse[row] = (mx + log2f(sum)) * kLn2;
   scale /= sum;
   const float* po = a.part_o + row * kbn * dv;
+  // The key blocks' weights once, into this warp's shared slots; then each output element
+  // sums its blocks with kCombineUnroll loads in flight (a loop of one dependent load and
+  // exp2 a block took 11 us for 16 rows of 16 blocks on the H200, all latency).
+  __shared__ float weights[kCombineWarps][kCombineMaxBlocks];
+  float* wk = weights[threadIdx.x / kWarpSize];
+  for (int k = lane; k < kbn; k += kWarpSize) wk[k] = exp2f(ml[k].x - base);
+  __syncwarp();
   for (int d = lane; d < dv; d += kWarpSize) {
     float acc = 0.0f;
-    for (int k = 0; k < kbn; ++k) acc += po[int64_t(k) * dv + d] * exp2f(ml[k].x - base);
+#pragma unroll kCombineUnroll
+    for (int k = 0; k < kbn; ++k) acc += po[int64_t(k) * dv + d] * wk[k];
     out[d] = store_as<T>(acc * scale);
   }
 }
@@ -1247,6 +1257,7 @@ void attention_vector(Dtype dtype, const attention::Geometry& g, const Attention
   if (key_blocks < 1) {
     throw std::invalid_argument("[attention_vector] key_blocks must be at least 1; got " + std::to_string(key_blocks) + ".");
   }
+  key_blocks = std::min(key_blocks, kCombineMaxBlocks); // the combine's weight slots; any split is exact
   const int64_t total_rows = g.b * g.hq * g.lq;
   if (total_rows == 0) return;
   const int64_t rows = g.group() * g.lq;

@@ -38,8 +38,9 @@
 // paged_write_kernel: the cache is copied into the output first (copy_elements: one
 // cudaMemcpyAsync for a dense cache), then every (row n, key head h) is copied to its slot in
 // the widest vectors the row size and alignment allow. A slot given twice keeps the row of its
-// last occurrence (a first kernel records the last n per slot with atomicMax), so every slot
-// holds one whole row.
+// last occurrence (a first kernel records the last n per slot with atomicMax; up to 256 rows,
+// paged_write_small_kernel finds it in shared memory instead), so every slot holds one whole
+// row.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -576,6 +577,44 @@ __global__ void paged_write_kernel(
   }
 }
 
+// paged_write_kernel for a few rows (n <= kSmallWrite), without the winner pass: each block
+// reads the n slots into shared memory and marks the rows that are their slot's last writer
+// (no later row names the same slot), then copies as paged_write_kernel does. One kernel
+// instead of a memset of the pool's slot count and two kernels: decode steps write one row
+// per sequence.
+constexpr int kSmallWrite = 256;
+
+template <typename W>
+__global__ void paged_write_small_kernel(
+    const W* __restrict__ values,
+    const int32_t* __restrict__ slots,
+    W* __restrict__ out,
+    int n,
+    int64_t hkv,
+    int64_t bs,
+    int64_t cap,
+    int64_t units) {
+  __shared__ int32_t s_slot[kSmallWrite];
+  __shared__ bool s_last[kSmallWrite];
+  for (int r = threadIdx.x; r < n; r += blockDim.x) s_slot[r] = slots[r];
+  __syncthreads();
+  for (int r = threadIdx.x; r < n; r += blockDim.x) {
+    bool last = s_slot[r] >= 0 && s_slot[r] < cap;
+    for (int j = r + 1; j < n && last; ++j) last = s_slot[j] != s_slot[r];
+    s_last[r] = last;
+  }
+  __syncthreads();
+  const int64_t total = n * hkv * units;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t u = i % units, nh = i / units;
+    const int64_t h = nh % hkv, row = nh / hkv;
+    if (!s_last[row]) continue;
+    const int64_t s = s_slot[row];
+    const int64_t dst = ((s / bs) * hkv + h) * bs + s % bs;
+    out[dst * units + u] = values[nh * units + u];
+  }
+}
+
 } // namespace
 
 namespace cu {
@@ -667,17 +706,29 @@ void paged_write(
   if (n > std::numeric_limits<int32_t>::max() || cap > std::numeric_limits<int32_t>::max()) {
     throw std::invalid_argument("[paged_write] more than 2^31 - 1 rows or slots.");
   }
-  auto* winner = static_cast<int32_t*>(scratch(size_t(cap) * sizeof(int32_t)));
-  NUVEC_CUDA_CHECK(cudaMemsetAsync(winner, 0xff, size_t(cap) * sizeof(int32_t), stream())); // −1
   constexpr int kBlock = 256;
-  paged_write_winner_kernel<<<grid_for(size_t(n), kBlock), kBlock, 0, stream()>>>(slots, n, cap, winner);
-  check_launch("paged_write_winner_kernel");
+  static_assert(kBlock >= kSmallWrite / 4, "the small kernel's marking loop stays short");
   const size_t row_bytes = size_t(d) * itemsize;
+  int32_t* winner = nullptr;
+  if (n > kSmallWrite) {
+    winner = static_cast<int32_t*>(scratch(size_t(cap) * sizeof(int32_t)));
+    NUVEC_CUDA_CHECK(cudaMemsetAsync(winner, 0xff, size_t(cap) * sizeof(int32_t), stream())); // −1
+    paged_write_winner_kernel<<<grid_for(size_t(n), kBlock), kBlock, 0, stream()>>>(slots, n, cap, winner);
+    check_launch("paged_write_winner_kernel");
+  }
   auto launch = [&]<typename W>() {
     const int64_t units = int64_t(row_bytes / sizeof(W));
-    paged_write_kernel<W><<<grid_for(size_t(n * hkv * units), kBlock), kBlock, 0, stream()>>>(
-        static_cast<const W*>(values), slots, winner, static_cast<W*>(out), n, hkv, block_size, cap, units);
-    check_launch("paged_write_kernel");
+    const unsigned grid = grid_for(size_t(n * hkv * units), kBlock);
+    if (winner) {
+      paged_write_kernel<W><<<grid, kBlock, 0, stream()>>>(static_cast<const W*>(values), slots, winner,
+                                                           static_cast<W*>(out), n, hkv, block_size, cap, units);
+      check_launch("paged_write_kernel");
+    } else {
+      paged_write_small_kernel<W><<<grid, kBlock, 0, stream()>>>(static_cast<const W*>(values), slots,
+                                                                 static_cast<W*>(out), int(n), hkv, block_size, cap,
+                                                                 units);
+      check_launch("paged_write_small_kernel");
+    }
   };
   auto fits = [&](size_t w) { return row_bytes % w == 0 && is_aligned(values, w) && is_aligned(out, w); };
   if (fits(16)) launch.template operator()<uint4>();
