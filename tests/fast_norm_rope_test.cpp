@@ -323,3 +323,72 @@ TEST(FastNormRope, CacheWrittenInPlaceOnlyWhenNothingElseSeesIt) {
   expect_allclose(cache2, want, 0, 0);
   expect_allclose(keep, base, 0, 0);
 }
+
+// The array-offset overload (the serving engine's tokens, each a batch row at its own
+// position): equal to the int overload called row by row, to rms_norm then rope with the same
+// offsets, in every floating dtype, with and without the norm, base or freqs, one offset per
+// row or one for all; its gradient is the composition's; bad offsets are rejected by name.
+TEST(FastNormRope, ArrayOffsetsEqualTheIntOverloadPerRow) {
+  for (Dtype dt : {float64, float32, float16, bfloat16}) {
+    for (const Shape& shape : {Shape{5, 3, 1, 64}, Shape{3, 2, 4, 128}, Shape{2, 4, 3, 24}}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " variant " + std::to_string(variant));
+        const int B = shape[0], D = shape[3];
+        fast::Rotation rot{D, variant == 1, std::nullopt, variant == 2 ? 0.5f : 1.0f, std::nullopt};
+        if (variant == 1) rot.freqs = uniform({D / 2}, 0.5, 50.0, float32);
+        else rot.base = 10000.0f;
+        const std::optional<float> eps = variant == 2 ? std::nullopt : std::optional<float>(1e-5f);
+        array x = astype(randn(shape, float64), dt), w = astype(randn({D}, float64), dt);
+        std::optional<array> weight;
+        if (eps) weight = w;
+        std::vector<int> offs(B);
+        for (int b = 0; b < B; ++b) offs[b] = int(rng()() % 300);
+        array offsets(offs.begin(), {B}, int32);
+        array y = fast::norm_rope(x, weight, eps, rot, offsets);
+        if (!eps || norm_rope_kernel_covers(D, rot.dims, rot.traditional, dt.size())) {
+          EXPECT_STREQ(y.primitive().name(), "NormRope");
+        }
+        const double tol = tol_of(dt) + 2.5e-7 * 300;
+        array h = eps ? fast::rms_norm(x, weight, *eps) : x;
+        expect_allclose(y, fast::rope(h, rot.dims, rot.traditional, rot.base, rot.scale, offsets, rot.freqs), tol, tol);
+        std::vector<array> rows;
+        for (int b = 0; b < B; ++b) {
+          Shape hi = shape;
+          hi[0] = b + 1;
+          rows.push_back(fast::norm_rope(slice(x, {b, 0, 0, 0}, hi), weight, eps, rot, offs[b]));
+        }
+        expect_allclose(y, concatenate(rows, 0), tol, tol);
+        // One offset for every row.
+        array one = fast::norm_rope(x, weight, eps, rot, array(offs[0], int32));
+        expect_allclose(one, fast::norm_rope(x, weight, eps, rot, offs[0]), tol, tol);
+      }
+    }
+  }
+  // Gradient (x and the weight) through the rules: the composition's.
+  array x = randn({3, 2, 2, 16}, float64), w = randn({16}, float64);
+  array offsets = array({7, 0, 40}, int32);
+  fast::Rotation rot{16, false, 10000.0f, 1.0f, std::nullopt};
+  auto loss = [&](bool fused) {
+    return [&, fused](const std::vector<array>& in) {
+      array y = fused ? fast::norm_rope(in[0], in[1], 1e-5f, rot, offsets)
+                      : fast::rope(fast::rms_norm(in[0], in[1], 1e-5f), 16, false, 10000.0f, 1.0f, offsets);
+      return std::vector<array>{sum(multiply(y, cos(in[0])))};
+    };
+  };
+  auto g = vjp(loss(true), {x, w}, {array(1.0, float64)}).second;
+  auto want = vjp(loss(false), {x, w}, {array(1.0, float64)}).second;
+  expect_allclose(g[0], want[0], 1e-10, 1e-10);
+  expect_allclose(g[1], want[1], 1e-10, 1e-10);
+  // Bad offsets.
+  array x4 = randn({3, 2, 1, 16});
+  EXPECT_THROW(fast::norm_rope(x4, std::nullopt, 1e-5f, rot, array({1.0f, 2.0f, 3.0f})), std::invalid_argument);
+  EXPECT_THROW(fast::norm_rope(x4, std::nullopt, 1e-5f, rot, array({1, 2}, int32)), std::invalid_argument);
+  EXPECT_THROW(fast::norm_rope(randn({3, 16}), std::nullopt, 1e-5f, rot, array({1, 2, 3}, int32)),
+               std::invalid_argument);
+  try {
+    fast::norm_rope(x4, std::nullopt, 1e-5f, rot, zeros({3, 1}, int32));
+    ADD_FAILURE() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("norm_rope"), std::string::npos) << e.what();
+  }
+}

@@ -119,6 +119,21 @@ array norm_rope(
     const std::optional<array>& cache = std::nullopt,
     StreamOrDevice s = {});
 
+/// norm_rope with the offset an array, rope's: a scalar, or one per batch row ([B], any
+/// integer dtype) — row (b, h, l) rotated at position offset[b] + l — and no cache (a paged
+/// KV cache is written by paged_write; the serving engine's tokens are batch rows of their
+/// own, each at its position). Throws std::invalid_argument naming norm_rope as the other
+/// overload does, and for an offset that is not an integer scalar or [B]. One NormRope node
+/// (the same kernels, reading each row's offset) whose fallback and rules are rms_norm then
+/// rope with these offsets.
+array norm_rope(
+    const array& x,
+    const std::optional<array>& weight,
+    std::optional<float> eps,
+    const Rotation& rotation,
+    const array& offset,
+    StreamOrDevice s = {});
+
 /// Cross entropy of class scores against class indices, per row of the last axis:
 ///   loss = logsumexp(logits, -1) − logits[..., target],
 /// a negative target counting from the end (t + C); a target outside [−C, C) picks nothing

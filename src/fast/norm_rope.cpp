@@ -5,6 +5,9 @@
 // and its rules (vjp, jvp, vmap) come from the fallback.
 #include "fast/norm_rope.h"
 
+#include <stdexcept>
+#include <type_traits>
+
 #include "backend/common/rope_plan.h"
 #include "nuvec/fast.h"
 #include "ops/ops_common.h"
@@ -14,21 +17,26 @@ namespace nuvec {
 namespace {
 
 // The composition (the seed's norm_rope_graph): the weight is in x's dtype already. Reports
-// the arguments rms_norm and rope reject.
+// the arguments rms_norm and rope reject. Offset: an int, or rope's offset array (no cache).
+template <typename Offset>
 array norm_rope_graph(
     const array& x,
     const std::optional<array>& weight,
     std::optional<float> eps,
     const fast::Rotation& rotation,
-    int offset,
+    const Offset& offset,
     const std::optional<array>& cache,
     StreamOrDevice s) {
   array h = eps ? fast::rms_norm(x, weight, *eps, s) : x;
   array r = fast::rope(
       h, rotation.dims, rotation.traditional, rotation.base, rotation.scale, offset, rotation.freqs, s);
-  if (!cache) return r;
-  const Shape& cs = cache->shape();
-  return slice_update(*cache, r, {0, 0, offset, 0}, {cs[0], cs[1], offset + x.shape(2), cs[3]}, s);
+  if constexpr (!std::is_same_v<Offset, int>) {
+    return r;
+  } else {
+    if (!cache) return r;
+    const Shape& cs = cache->shape();
+    return slice_update(*cache, r, {0, 0, offset, 0}, {cs[0], cs[1], offset + x.shape(2), cs[3]}, s);
+  }
 }
 
 } // namespace
@@ -87,6 +95,43 @@ array norm_rope(
   return record_or_fallback(covers, std::move(primitive), {shape}, {x.dtype()}, inputs)[0];
 }
 
+array norm_rope(
+    const array& x,
+    const std::optional<array>& weight,
+    std::optional<float> eps,
+    const Rotation& rotation,
+    const array& offset,
+    StreamOrDevice s) {
+  const char* op = "norm_rope";
+  if (x.ndim() != 4) throw_invalid_argument(op, "x must be 4-d [B, H, L, D]; got shape ", x.shape(), ".");
+  if (weight && !eps) throw_invalid_argument(op, "a weight needs eps (the weight scales the normalised rows).");
+  if (!issubdtype(offset.dtype(), integer) || offset.ndim() > 1 ||
+      (offset.ndim() == 1 && offset.shape(0) != 1 && offset.shape(0) != x.shape(0))) {
+    throw_invalid_argument(op, "the offset array must be an integer scalar or [B] with B = ", x.shape(0), "; got ",
+                           offset.dtype(), " ", offset.shape(), ".");
+  }
+  std::optional<array> w;
+  if (weight) w = astype(*weight, x.dtype(), s);
+  const int d = x.shape(3), dims = rotation.dims;
+  const bool rotation_valid = dims > 0 && dims % 2 == 0 && dims <= d &&
+      rotation.base.has_value() != rotation.freqs.has_value() &&
+      (!rotation.freqs || (rotation.freqs->ndim() == 1 && rotation.freqs->shape(0) == dims / 2));
+  const bool weight_valid = !w || (w->ndim() == 1 && w->shape(0) == d);
+  if (!rotation_valid || !weight_valid || !issubdtype(x.dtype(), floating)) {
+    return norm_rope_graph(x, w, eps, rotation, offset, std::nullopt, s);
+  }
+  const bool covers = x.size() > 0 &&
+      (!eps || norm_rope_kernel_covers(d, dims, rotation.traditional, x.itemsize()));
+  std::vector<array> inputs = {x, w ? *w : array(1.0, x.dtype())};
+  if (rotation.freqs) inputs.push_back(astype(*rotation.freqs, float32, s));
+  // Rope's offsets: int32, one element per batch row or one for all.
+  inputs.push_back(astype(offset.ndim() == 0 ? reshape(offset, {1}, s) : offset, int32, s));
+  auto primitive = std::make_shared<NormRope>(
+      to_stream(s), eps.has_value(), eps.value_or(0.0f), dims, rotation.traditional, rotation.base.value_or(1.0f),
+      rotation.scale, 0, false, true);
+  return record_or_fallback(covers, std::move(primitive), {x.shape()}, {x.dtype()}, inputs)[0];
+}
+
 } // namespace fast
 
 NormRope::NormRope(
@@ -98,10 +143,11 @@ NormRope::NormRope(
     float base,
     float scale,
     int offset,
-    bool cache)
+    bool cache,
+    bool offsets)
     : FastPrimitive(stream, [=](const std::vector<array>& in) {
-        // Inputs (x, w[, freqs][, cache]); a 0-d w is no weight.
-        const bool freqs = in.size() > size_t(2 + cache);
+        // Inputs (x, w[, freqs][, cache][, offsets]); a 0-d w is no weight.
+        const bool freqs = in.size() > size_t(2 + cache + offsets);
         fast::Rotation rotation{dims, traditional, std::nullopt, scale, std::nullopt};
         std::optional<array> w, c;
         std::optional<float> norm_eps;
@@ -109,6 +155,7 @@ NormRope::NormRope(
         if (in[1].ndim() == 1) w = in[1];
         if (freqs) rotation.freqs = in[2];
         else rotation.base = base;
+        if (offsets) return std::vector<array>{norm_rope_graph(in[0], w, norm_eps, rotation, in.back(), c, stream)};
         if (cache) c = in.back();
         return std::vector<array>{norm_rope_graph(in[0], w, norm_eps, rotation, offset, c, stream)};
       }),
@@ -119,7 +166,10 @@ NormRope::NormRope(
       base_(base),
       scale_(scale),
       offset_(offset),
-      cache_(cache) {}
+      cache_(cache),
+      offsets_(offsets) {
+  if (cache && offsets) throw std::invalid_argument("[norm_rope] offsets given as an array take no cache.");
+}
 
 RopePlan NormRope::plan(const Shape& x, int64_t cache_len) const {
   RopePlan p = rope_plan(x, dims_, traditional_, base_, scale_, true);
@@ -128,7 +178,7 @@ RopePlan NormRope::plan(const Shape& x, int64_t cache_len) const {
   p.out_t0 = cache_ ? offset_ : 0;
   p.normalise = normalise_;
   p.eps = eps_;
-  return p;
+  return p; // with offsets_, the caller sets per_batch_offset from the offsets' size
 }
 
 const char* NormRope::name() const {

@@ -14,7 +14,9 @@ namespace nuvec {
 struct RopePlan;
 
 /// (x [B, H, L, D] real floating, w (x's dtype: [D], or 0-d for no weight) [, freqs float32
-/// [dims / 2]] [, cache [B, H, Lmax, D] of x's dtype]) -> each row of x RMS-normalised when
+/// [dims / 2]] [, cache [B, H, Lmax, D] of x's dtype] [, offsets int32 [1] or [B] when
+/// `offsets`, with no cache: row (b, h, l) at position offsets[b or 0] + l instead of
+/// offset + l]) -> each row of x RMS-normalised when
 /// `normalise` (y = x / sqrt(mean(x²) + eps), rounded to the dtype, times w rounded), then
 /// rotated as Rope at position offset + l (pairs (i, i + dims/2), or (2i, 2i + 1) when
 /// `traditional`; inv_freq_i = base^(−i / (dims/2)) or 1 / freqs_i; position scaled by
@@ -35,11 +37,14 @@ class NormRope : public fast::FastPrimitive {
       float base,
       float scale,
       int offset,
-      bool cache);
+      bool cache,
+      bool offsets = false);
   /// The parameters, in constructor order (MLX's state(); read by export).
-  std::tuple<bool, float, int, bool, float, float, int, bool> state() const {
-    return {normalise_, eps_, dims_, traditional_, base_, scale_, offset_, cache_};
+  std::tuple<bool, float, int, bool, float, float, int, bool, bool> state() const {
+    return {normalise_, eps_, dims_, traditional_, base_, scale_, offset_, cache_, offsets_};
   }
+  /// Whether the offsets are an input (the last), one per batch row or one for all.
+  bool has_offsets() const { return offsets_; }
   /// The kernels' plan for x [B, H, L, D] (and a cache of cache_len positions when cache).
   RopePlan plan(const Shape& x, int64_t cache_len) const;
 
@@ -54,6 +59,7 @@ class NormRope : public fast::FastPrimitive {
   float scale_;
   int offset_;
   bool cache_;
+  bool offsets_;
 };
 
 } // namespace nuvec

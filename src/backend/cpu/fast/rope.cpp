@@ -108,11 +108,16 @@ void NormRope::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
   const bool donated = cache_ && x.size() > 0 && cpu::donate(cache, out);
   if (!donated) out.set_data(allocator::malloc(out.nbytes()));
   if (x.size() == 0) return;
-  const RopePlan p = plan(x.shape(), cache_ ? cache.shape(2) : 0);
+  RopePlan p = plan(x.shape(), cache_ ? cache.shape(2) : 0);
   if (cache_ && !donated) copy_kept_cache(cache, cache.raw_data(), out.raw_data(), offset_, x.shape(2), cpu::copy_elements);
   RopeOperands in;
   if (w.ndim() == 1) in.w = w.raw_data();
-  const bool has_freqs = inputs.size() > size_t(2 + cache_);
+  const array off = offsets_ ? cpu::as_row_contiguous(inputs.back()) : w;
+  if (offsets_) {
+    p.per_batch_offset = off.size() > 1;
+    in.offsets = static_cast<const int32_t*>(off.raw_data());
+  }
+  const bool has_freqs = inputs.size() > size_t(2 + cache_ + offsets_);
   array freqs = has_freqs ? cpu::as_row_contiguous(inputs[2]) : w;
   if (has_freqs) in.freqs = static_cast<const float*>(freqs.raw_data());
   rope_rows(p, x, out.raw_data(), in);

@@ -511,7 +511,7 @@ void Rope::eval_gpu(const std::vector<array>& inputs, std::vector<array>& output
 
 void NormRope::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   const array& x0 = inputs[0];
-  const bool has_freqs = inputs.size() > size_t(2 + cache_);
+  const bool has_freqs = inputs.size() > size_t(2 + cache_ + offsets_);
   if (x0.size() == 0 ||
       (normalise_ && !norm_rope_kernel_covers(x0.shape(3), dims_, traditional_, x0.itemsize()))) {
     cu::eval_on_host(*this, inputs, outputs); // the op records no such node
@@ -526,9 +526,12 @@ void NormRope::eval_gpu(const std::vector<array>& inputs, std::vector<array>& ou
   // A cache nothing else sees (the one this node replaces) is written in place.
   bool donated = false;
   void* dst = cache_ ? cu::donate_or_alloc_output(cache, out, &donated) : cu::alloc_output(out);
-  const RopePlan p = plan(x.shape(), cache_ ? cache.shape(2) : 0);
+  RopePlan p = plan(x.shape(), cache_ ? cache.shape(2) : 0);
   if (cache_ && !donated) copy_kept_cache(cache, cu::device_ptr(cache), dst, offset_, x.shape(2), cu::copy_elements);
-  launch_rope_rows(p, x, dst, w.ndim() == 1 ? &w : nullptr, has_freqs ? &freqs : nullptr, nullptr);
+  const array off = offsets_ ? cu::as_row_contiguous(inputs.back()) : w;
+  if (offsets_) p.per_batch_offset = off.size() > 1;
+  launch_rope_rows(p, x, dst, w.ndim() == 1 ? &w : nullptr, has_freqs ? &freqs : nullptr,
+                   offsets_ ? cu::device_ptr<int32_t>(off) : nullptr);
 }
 
 } // namespace nuvec
