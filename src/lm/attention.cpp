@@ -1,4 +1,5 @@
-// The self-attention block of a decoder layer (src/lm/layers.h): q/k/v projections, q/k
+// The self-attention block of a decoder layer (src/lm/layers.h): q/k/v projections (one
+// product when the weights hold their concatenation, detail::linears), q/k
 // normalised (Qwen3) and rotated by fast::norm_rope (k written straight into the KV cache),
 // fast::scaled_dot_product_attention with grouped-query heads, the output projection.
 // transformers' LlamaAttention / Qwen3Attention (scale head_dim^-1/2, causal mask aligned at
@@ -24,19 +25,18 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
   const std::string path = layer_path(layer) + ".self_attn";
   const int D = config.head_dim;
   const int Hq = config.num_attention_heads, Hkv = config.num_key_value_heads;
-  auto heads = [&](const char* proj, int h) {
-    return transpose(reshape(linear(config, weights, path + "." + proj, x), {B, L, h, D}), {0, 2, 1, 3});
-  };
-  array k = heads("k_proj", Hkv), v = heads("v_proj", Hkv);
+  const auto qkv = linears(config, weights, path, {"q_proj", "k_proj", "v_proj"}, x);
+  auto heads = [&](const array& y, int h) { return transpose(reshape(y, {B, L, h, D}), {0, 2, 1, 3}); };
+  array k = heads(qkv[1], Hkv), v = heads(qkv[2], Hkv);
   array q = array(0.0f);
   std::optional<array> gate;
   if (config.attention_output_gate) {
     // Qwen3-Next: per head, D query features then D gate features.
-    array qg = reshape(linear(config, weights, path + ".q_proj", x), {B, L, Hq, 2 * D});
+    array qg = reshape(qkv[0], {B, L, Hq, 2 * D});
     q = transpose(slice(qg, {0, 0, 0, 0}, {B, L, Hq, D}), {0, 2, 1, 3});
     gate = reshape(slice(qg, {0, 0, 0, D}, {B, L, Hq, 2 * D}), {B * L, Hq * D});
   } else {
-    q = heads("q_proj", Hq);
+    q = heads(qkv[0], Hq);
   }
 
   std::optional<float> eps;

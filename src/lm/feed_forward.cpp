@@ -76,9 +76,8 @@ array switch_glu(const ModelConfig& config, const WeightMap& weights, const std:
 array feed_forward(const ModelConfig& config, const WeightMap& weights, int layer, const array& rows, int B, int L) {
   const std::string path = layer_path(layer) + ".mlp";
   if (!config.is_sparse_layer(layer)) {
-    array g = linear(config, weights, path + ".gate_proj", rows);
-    array u = linear(config, weights, path + ".up_proj", rows);
-    return linear(config, weights, path + ".down_proj", multiply(nn::silu(g), u));
+    const auto gu = linears(config, weights, path, {"gate_proj", "up_proj"}, rows);
+    return linear(config, weights, path + ".down_proj", multiply(nn::silu(gu[0]), gu[1]));
   }
   // The router and the experts see the tokens as [B, L, hidden].
   const int hidden = rows.shape(-1);
@@ -107,9 +106,8 @@ array feed_forward(const ModelConfig& config, const WeightMap& weights, int laye
   if (config.shared_expert_intermediate_size > 0) {
     // Qwen3-Next: + sigmoid(shared_expert_gate(x)) · SwiGLU_shared(x).
     const std::string s = path + ".shared_expert";
-    array g = linear(config, weights, s + ".gate_proj", x);
-    array u = linear(config, weights, s + ".up_proj", x);
-    array shared = linear(config, weights, s + ".down_proj", multiply(nn::silu(g), u));
+    const auto gu = linears(config, weights, s, {"gate_proj", "up_proj"}, x);
+    array shared = linear(config, weights, s + ".down_proj", multiply(nn::silu(gu[0]), gu[1]));
     out = add(out, multiply(sigmoid(linear(config, weights, path + ".shared_expert_gate", x)), shared));
   }
   return reshape(out, {B * L, hidden});

@@ -22,6 +22,22 @@ bool is_quantized(const WeightMap& weights, const std::string& path);
 /// from the config when it is quantized.
 array linear(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& x);
 
+/// The Linear modules parent.<names[i]> applied to the same x, as linear() each: through one
+/// product when `weights` holds their concatenation as the module "parent.<n0>+<n1>+..."
+/// (fuse_linears), the outputs then being column slices of it; else one product each.
+std::vector<array> linears(const ModelConfig& config, const WeightMap& weights, const std::string& parent,
+                           const std::vector<std::string>& names, const array& x);
+
+/// Adds to `run` (a copy of `weights`) the concatenation of the modules parent.<names[i]>
+/// along their output rows — weight (and weight@T when dense), scales, biases, bias — as the
+/// module linears() looks for, and points those modules' tensors in `run` at their rows of
+/// it (views, so the weights are held once). Leaves `run` as it is unless every module is
+/// present, all dense or all quantized alike (the config's spec for each and for the fused
+/// name), with the same dtypes, inputs and optional parts. Decode runs one product where it
+/// ran several: a Qwen3-0.6B step had 7 per layer.
+void fuse_linears(const ModelConfig& config, const WeightMap& weights, WeightMap& run, const std::string& parent,
+                  const std::vector<std::string>& names);
+
 /// Rows `tokens` of the embedding `path` ([..., hidden]); quantized tables are dequantized
 /// after the rows are taken.
 array embedding(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& tokens);

@@ -54,6 +54,92 @@ array linear(const ModelConfig& config, const WeightMap& weights, const std::str
   return y;
 }
 
+namespace {
+
+std::string fused_name(const std::string& parent, const std::vector<std::string>& names) {
+  std::string fused = parent + ".";
+  for (size_t i = 0; i < names.size(); ++i) fused += (i ? "+" : "") + names[i];
+  return fused;
+}
+
+bool same_spec(const std::optional<QuantizationSpec>& a, const std::optional<QuantizationSpec>& b) {
+  return a.has_value() == b.has_value() &&
+      (!a || (a->group_size == b->group_size && a->bits == b->bits && a->mode == b->mode));
+}
+
+} // namespace
+
+std::vector<array> linears(const ModelConfig& config, const WeightMap& weights, const std::string& parent,
+                           const std::vector<std::string>& names, const array& x) {
+  const std::string fused = fused_name(parent, names);
+  std::vector<array> out;
+  if (!weights.count(fused + ".weight")) {
+    for (auto& n : names) out.push_back(linear(config, weights, parent + "." + n, x));
+    return out;
+  }
+  array y = linear(config, weights, fused, x);
+  Shape::value_type start = 0;
+  for (auto& n : names) {
+    const auto rows = tensor(weights, parent + "." + n + ".weight").shape(0);
+    Shape lo(y.ndim(), 0), hi = y.shape();
+    lo.back() = start;
+    hi.back() = start + rows;
+    out.push_back(slice(y, lo, hi));
+    start += rows;
+  }
+  return out;
+}
+
+void fuse_linears(const ModelConfig& config, const WeightMap& weights, WeightMap& run, const std::string& parent,
+                  const std::vector<std::string>& names) {
+  std::vector<std::string> paths;
+  for (auto& n : names) paths.push_back(parent + "." + n);
+  const std::string fused = fused_name(parent, names);
+  const bool quantized = is_quantized(weights, paths[0]);
+  const auto spec = quantized ? config.quantization_for(paths[0]) : std::nullopt;
+  if (quantized && !same_spec(spec, config.quantization_for(fused))) return;
+  // The parts the fused module concatenates (each present in every module or in none).
+  std::vector<std::string> parts = {".weight"};
+  if (quantized) parts.push_back(".scales");
+  for (const char* opt : {".biases", ".bias"}) {
+    if (weights.count(paths[0] + opt)) parts.push_back(opt);
+  }
+  for (auto& p : paths) {
+    if (!weights.count(p + ".weight") || is_quantized(weights, p) != quantized) return;
+    if (quantized && !same_spec(spec, config.quantization_for(p))) return;
+    for (const char* opt : {".biases", ".bias"}) {
+      if (weights.count(p + opt) != weights.count(paths[0] + opt)) return;
+    }
+  }
+  for (auto& part : parts) {
+    std::vector<array> pieces;
+    for (auto& p : paths) {
+      const array& a = weights.at(p + part);
+      const array& first = weights.at(paths[0] + part);
+      if (a.dtype() != first.dtype() || a.ndim() != first.ndim() ||
+          (a.ndim() == 2 && a.shape(1) != first.shape(1))) {
+        return;
+      }
+      pieces.push_back(a);
+    }
+    run.insert_or_assign(fused + part, concatenate(pieces, 0));
+  }
+  if (!quantized) run.insert_or_assign(fused + ".weight@T", transpose(run.at(fused + ".weight")));
+  // The separate modules read their rows of the concatenation (views: no second copy).
+  for (auto& part : parts) {
+    Shape::value_type start = 0;
+    for (auto& p : paths) {
+      array& a = run.at(p + part);
+      Shape lo(a.ndim(), 0), hi = a.shape();
+      lo[0] = start;
+      hi[0] = start + a.shape(0);
+      start += a.shape(0);
+      a = slice(run.at(fused + part), lo, hi);
+      if (part == ".weight" && !quantized) run.insert_or_assign(p + ".weight@T", transpose(a));
+    }
+  }
+}
+
 array embedding(const ModelConfig& config, const WeightMap& weights, const std::string& path, const array& tokens) {
   const array& w = tensor(weights, path + ".weight");
   if (!is_quantized(weights, path)) {

@@ -257,6 +257,24 @@ Model::Model(ModelConfig config, WeightMap weights) : config_(std::move(config))
       run_weights_.insert_or_assign(name + "@T", transpose(a));
     }
   }
+  // Projections that read the same rows run as one product (detail::linears).
+  for (int i = 0; i < config_.num_hidden_layers; ++i) {
+    const std::string layer = detail::layer_path(i);
+    if (!config_.is_linear_layer(i)) {
+      detail::fuse_linears(config_, weights_, run_weights_, layer + ".self_attn", {"q_proj", "k_proj", "v_proj"});
+    }
+    if (!config_.is_sparse_layer(i)) {
+      detail::fuse_linears(config_, weights_, run_weights_, layer + ".mlp", {"gate_proj", "up_proj"});
+    } else if (config_.shared_expert_intermediate_size > 0) {
+      detail::fuse_linears(config_, weights_, run_weights_, layer + ".mlp.shared_expert", {"gate_proj", "up_proj"});
+    }
+  }
+  // The checkpoint's tensors that became rows of a concatenation are those views here too, so
+  // that each weight is held once.
+  for (auto& [name, a] : weights_) {
+    const array& r = run_weights_.at(name);
+    if (r.id() != a.id()) a = r;
+  }
 }
 
 Model Model::load(const std::string& dir, std::optional<Dtype> dtype) {

@@ -65,15 +65,19 @@ array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer,
   const int T = x.shape(0), D = c.head_dim;
   const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   // [T, H, 1, D]: each token is a batch row of its own (its own position and length).
-  auto heads = [&](const char* proj, int h) { return reshape(linear(c, w, path + "." + proj, x), {T, h, 1, D}); };
-  array q = heads("q_proj", Hq), k = heads("k_proj", Hkv), v = heads("v_proj", Hkv);
+  const auto qkv = linears(c, w, path, {"q_proj", "k_proj", "v_proj"}, x);
+  array q = reshape(qkv[0], {T, Hq, 1, D}), k = reshape(qkv[1], {T, Hkv, 1, D}), v = reshape(qkv[2], {T, Hkv, 1, D});
+  // Normalised (Qwen3) and rotated at each token's position in one norm_rope node each.
+  std::optional<float> eps;
+  std::optional<array> q_norm, k_norm;
   if (c.qk_norm) {
-    q = fast::rms_norm(q, norm_weight(c, w, path + ".q_norm.weight"), c.rms_norm_eps);
-    k = fast::rms_norm(k, norm_weight(c, w, path + ".k_norm.weight"), c.rms_norm_eps);
+    eps = c.rms_norm_eps;
+    q_norm = norm_weight(c, w, path + ".q_norm.weight");
+    k_norm = norm_weight(c, w, path + ".k_norm.weight");
   }
   const fast::Rotation rot = rotation(c);
-  q = fast::rope(q, rot.dims, rot.traditional, rot.base, rot.scale, b.positions, rot.freqs);
-  k = fast::rope(k, rot.dims, rot.traditional, rot.base, rot.scale, b.positions, rot.freqs);
+  q = fast::norm_rope(q, q_norm, eps, rot, b.positions);
+  k = fast::norm_rope(k, k_norm, eps, rot, b.positions);
   k_pool = fast::paged_write(k_pool, reshape(k, {T, Hkv, D}), b.slots);
   v_pool = fast::paged_write(v_pool, reshape(v, {T, Hkv, D}), b.slots);
   const float m = rope_attention_factor(c);
