@@ -39,6 +39,59 @@ array norm_rope_graph(
   }
 }
 
+// The body both overloads share once each has checked its own offset (and cache): the weight
+// in x's dtype (the rows keep x's dtype, and the cache's, whatever the weight's); the
+// composition when the rotation, the weight or x's dtype is one rms_norm or rope rejects (it
+// reports them); else one NormRope node over (x, w[, freqs], extra...), extra being the cache
+// or the offsets.
+template <typename Offset>
+array norm_rope_node(
+    const array& x,
+    const std::optional<array>& weight,
+    std::optional<float> eps,
+    const fast::Rotation& rotation,
+    const Offset& offset,
+    const std::optional<array>& cache,
+    StreamOrDevice s) {
+  std::optional<array> w;
+  if (weight) w = astype(*weight, x.dtype(), s);
+  const int d = x.shape(3), dims = rotation.dims;
+  const bool rotation_valid = dims > 0 && dims % 2 == 0 && dims <= d &&
+      rotation.base.has_value() != rotation.freqs.has_value() &&
+      (!rotation.freqs || (rotation.freqs->ndim() == 1 && rotation.freqs->shape(0) == dims / 2));
+  const bool weight_valid = !w || (w->ndim() == 1 && w->shape(0) == d);
+  if (!rotation_valid || !weight_valid || !issubdtype(x.dtype(), floating)) {
+    return norm_rope_graph(x, w, eps, rotation, offset, cache, s);
+  }
+  // Without the norm, Rope's kernels take every row shape; the norm's kernel needs whole
+  // vectors and a row a warp holds.
+  const bool covers = x.size() > 0 &&
+      (!eps || norm_rope_kernel_covers(d, dims, rotation.traditional, x.itemsize()));
+  std::vector<array> inputs = {x, w ? *w : array(1.0, x.dtype())};
+  if (rotation.freqs) inputs.push_back(astype(*rotation.freqs, float32, s));
+  constexpr bool offsets = !std::is_same_v<Offset, int>;
+  int fixed = 0;
+  if constexpr (offsets) {
+    // Rope's offsets: int32, one element per batch row or one for all.
+    inputs.push_back(astype(offset.ndim() == 0 ? reshape(offset, {1}, s) : offset, int32, s));
+  } else {
+    fixed = offset;
+    if (cache) inputs.push_back(*cache);
+  }
+  auto primitive = std::make_shared<NormRope>(
+      to_stream(s), eps.has_value(), eps.value_or(0.0f), dims, rotation.traditional, rotation.base.value_or(1.0f),
+      rotation.scale, fixed, cache.has_value(), offsets);
+  const Shape& shape = cache ? cache->shape() : x.shape();
+  return record_or_fallback(covers, std::move(primitive), {shape}, {x.dtype()}, inputs)[0];
+}
+
+// The checks of x and the weight both overloads make first.
+void check_x_and_weight(const array& x, const std::optional<array>& weight, std::optional<float> eps) {
+  const char* op = "norm_rope";
+  if (x.ndim() != 4) throw_invalid_argument(op, "x must be 4-d [B, H, L, D]; got shape ", x.shape(), ".");
+  if (weight && !eps) throw_invalid_argument(op, "a weight needs eps (the weight scales the normalised rows).");
+}
+
 } // namespace
 
 namespace fast {
@@ -52,8 +105,7 @@ array norm_rope(
     const std::optional<array>& cache,
     StreamOrDevice s) {
   const char* op = "norm_rope";
-  if (x.ndim() != 4) throw_invalid_argument(op, "x must be 4-d [B, H, L, D]; got shape ", x.shape(), ".");
-  if (weight && !eps) throw_invalid_argument(op, "a weight needs eps (the weight scales the normalised rows).");
+  check_x_and_weight(x, weight, eps);
   if (offset < 0) throw_invalid_argument(op, "offset must be non-negative; got ", offset, ".");
   if (cache) {
     const array& c = *cache;
@@ -69,30 +121,7 @@ array norm_rope(
                              int64_t(offset) + x.shape(2) - 1, ".");
     }
   }
-  // The weight in x's dtype: the rows keep x's dtype (and the cache's) whatever the weight's.
-  std::optional<array> w;
-  if (weight) w = astype(*weight, x.dtype(), s);
-  const int d = x.shape(3), dims = rotation.dims;
-  const bool rotation_valid = dims > 0 && dims % 2 == 0 && dims <= d &&
-      rotation.base.has_value() != rotation.freqs.has_value() &&
-      (!rotation.freqs || (rotation.freqs->ndim() == 1 && rotation.freqs->shape(0) == dims / 2));
-  const bool weight_valid = !w || (w->ndim() == 1 && w->shape(0) == d);
-  if (!rotation_valid || !weight_valid || !issubdtype(x.dtype(), floating)) {
-    // The composition, which reports what rms_norm and rope reject.
-    return norm_rope_graph(x, w, eps, rotation, offset, cache, s);
-  }
-  // Without the norm, Rope's kernels take every row shape; the norm's kernel needs whole
-  // vectors and a row a warp holds.
-  const bool covers = x.size() > 0 &&
-      (!eps || norm_rope_kernel_covers(d, dims, rotation.traditional, x.itemsize()));
-  std::vector<array> inputs = {x, w ? *w : array(1.0, x.dtype())};
-  if (rotation.freqs) inputs.push_back(astype(*rotation.freqs, float32, s));
-  if (cache) inputs.push_back(*cache);
-  auto primitive = std::make_shared<NormRope>(
-      to_stream(s), eps.has_value(), eps.value_or(0.0f), dims, rotation.traditional, rotation.base.value_or(1.0f),
-      rotation.scale, offset, cache.has_value());
-  const Shape& shape = cache ? cache->shape() : x.shape();
-  return record_or_fallback(covers, std::move(primitive), {shape}, {x.dtype()}, inputs)[0];
+  return norm_rope_node(x, weight, eps, rotation, offset, cache, s);
 }
 
 array norm_rope(
@@ -102,34 +131,13 @@ array norm_rope(
     const Rotation& rotation,
     const array& offset,
     StreamOrDevice s) {
-  const char* op = "norm_rope";
-  if (x.ndim() != 4) throw_invalid_argument(op, "x must be 4-d [B, H, L, D]; got shape ", x.shape(), ".");
-  if (weight && !eps) throw_invalid_argument(op, "a weight needs eps (the weight scales the normalised rows).");
+  check_x_and_weight(x, weight, eps);
   if (!issubdtype(offset.dtype(), integer) || offset.ndim() > 1 ||
       (offset.ndim() == 1 && offset.shape(0) != 1 && offset.shape(0) != x.shape(0))) {
-    throw_invalid_argument(op, "the offset array must be an integer scalar or [B] with B = ", x.shape(0), "; got ",
-                           offset.dtype(), " ", offset.shape(), ".");
+    throw_invalid_argument("norm_rope", "the offset array must be an integer scalar or [B] with B = ", x.shape(0),
+                           "; got ", offset.dtype(), " ", offset.shape(), ".");
   }
-  std::optional<array> w;
-  if (weight) w = astype(*weight, x.dtype(), s);
-  const int d = x.shape(3), dims = rotation.dims;
-  const bool rotation_valid = dims > 0 && dims % 2 == 0 && dims <= d &&
-      rotation.base.has_value() != rotation.freqs.has_value() &&
-      (!rotation.freqs || (rotation.freqs->ndim() == 1 && rotation.freqs->shape(0) == dims / 2));
-  const bool weight_valid = !w || (w->ndim() == 1 && w->shape(0) == d);
-  if (!rotation_valid || !weight_valid || !issubdtype(x.dtype(), floating)) {
-    return norm_rope_graph(x, w, eps, rotation, offset, std::nullopt, s);
-  }
-  const bool covers = x.size() > 0 &&
-      (!eps || norm_rope_kernel_covers(d, dims, rotation.traditional, x.itemsize()));
-  std::vector<array> inputs = {x, w ? *w : array(1.0, x.dtype())};
-  if (rotation.freqs) inputs.push_back(astype(*rotation.freqs, float32, s));
-  // Rope's offsets: int32, one element per batch row or one for all.
-  inputs.push_back(astype(offset.ndim() == 0 ? reshape(offset, {1}, s) : offset, int32, s));
-  auto primitive = std::make_shared<NormRope>(
-      to_stream(s), eps.has_value(), eps.value_or(0.0f), dims, rotation.traditional, rotation.base.value_or(1.0f),
-      rotation.scale, 0, false, true);
-  return record_or_fallback(covers, std::move(primitive), {x.shape()}, {x.dtype()}, inputs)[0];
+  return norm_rope_node(x, weight, eps, rotation, offset, std::nullopt, s);
 }
 
 } // namespace fast

@@ -545,6 +545,22 @@ array aligned_rows(const array& a) {
   return c;
 }
 
+// The copy both write kernels share: word u of head h of row n goes to slot slot_of(n) (its
+// block's [hkv, bs] rows), or nowhere when slot_of gives −1. One thread per word.
+template <typename W, typename SlotOf>
+__device__ __forceinline__ void copy_rows(const W* __restrict__ values, W* __restrict__ out, int64_t n, int64_t hkv,
+                                          int64_t bs, int64_t units, const SlotOf& slot_of) {
+  const int64_t total = n * hkv * units;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t u = i % units, nh = i / units;
+    const int64_t h = nh % hkv, row = nh / hkv;
+    const int64_t s = slot_of(row);
+    if (s < 0) continue;
+    const int64_t dst = ((s / bs) * hkv + h) * bs + s % bs;
+    out[dst * units + u] = values[nh * units + u];
+  }
+}
+
 // Records, for every slot in [0, cap), the last row n that writes it (winner starts at −1).
 __global__ void paged_write_winner_kernel(const int32_t* __restrict__ slots, int64_t n, int64_t cap, int32_t* winner) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -566,15 +582,10 @@ __global__ void paged_write_kernel(
     int64_t bs,
     int64_t cap,
     int64_t units) {
-  const int64_t total = n * hkv * units;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t u = i % units, nh = i / units;
-    const int64_t h = nh % hkv, row = nh / hkv;
+  copy_rows(values, out, n, hkv, bs, units, [&](int64_t row) {
     const int32_t s = slots[row];
-    if (s < 0 || s >= cap || winner[s] != row) continue;
-    const int64_t dst = ((s / bs) * hkv + h) * bs + s % bs;
-    out[dst * units + u] = values[nh * units + u];
-  }
+    return s >= 0 && s < cap && winner[s] == row ? int64_t(s) : int64_t(-1);
+  });
 }
 
 // paged_write_kernel for a few rows (n <= kSmallWrite), without the winner pass: each block
@@ -604,15 +615,7 @@ __global__ void paged_write_small_kernel(
     s_last[r] = last;
   }
   __syncthreads();
-  const int64_t total = n * hkv * units;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t u = i % units, nh = i / units;
-    const int64_t h = nh % hkv, row = nh / hkv;
-    if (!s_last[row]) continue;
-    const int64_t s = s_slot[row];
-    const int64_t dst = ((s / bs) * hkv + h) * bs + s % bs;
-    out[dst * units + u] = values[nh * units + u];
-  }
+  copy_rows(values, out, n, hkv, bs, units, [&](int64_t row) { return s_last[row] ? int64_t(s_slot[row]) : int64_t(-1); });
 }
 
 } // namespace
