@@ -29,7 +29,9 @@ namespace export_detail {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'U', 'V', 'E', 'C', 'F', 'N', '\0'};
-constexpr uint32_t kFormatVersion = 1;
+// 2: NormRope's parameters gained `offsets` (its array-offset form); a version-1 file's
+// NormRope node would be read one field short, so version 1 is refused by name.
+constexpr uint32_t kFormatVersion = 2;
 
 using FlatFn = std::function<std::vector<array>(const Args&, const Kwargs&)>;
 

@@ -111,17 +111,21 @@ void fuse_linears(const ModelConfig& config, const WeightMap& weights, WeightMap
       if (weights.count(p + opt) != weights.count(paths[0] + opt)) return;
     }
   }
+  // Every part of every module checked before anything is added: a fused module missing a
+  // part (its bias, its scales) would run as another module.
   for (auto& part : parts) {
-    std::vector<array> pieces;
+    const array& first = weights.at(paths[0] + part);
     for (auto& p : paths) {
       const array& a = weights.at(p + part);
-      const array& first = weights.at(paths[0] + part);
-      if (a.dtype() != first.dtype() || a.ndim() != first.ndim() ||
-          (a.ndim() == 2 && a.shape(1) != first.shape(1))) {
+      if (a.dtype() != first.dtype() || a.ndim() != first.ndim() || a.ndim() < 1 ||
+          (a.ndim() == 2 && a.shape(1) != first.shape(1)) || a.shape(0) != weights.at(p + ".weight").shape(0)) {
         return;
       }
-      pieces.push_back(a);
     }
+  }
+  for (auto& part : parts) {
+    std::vector<array> pieces;
+    for (auto& p : paths) pieces.push_back(weights.at(p + part));
     run.insert_or_assign(fused + part, concatenate(pieces, 0));
   }
   if (!quantized) run.insert_or_assign(fused + ".weight@T", transpose(run.at(fused + ".weight")));

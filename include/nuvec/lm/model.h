@@ -63,7 +63,11 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const WeightMap& weights() const { return weights_; }
   /// The weights the forward pass runs with: weights() plus, for each dense 2-d weight, its
-  /// transpose as "<name>@T" (a view; the serving engine's forward uses them too).
+  /// transpose as "<name>@T" (a view; the serving engine's forward uses them too), and each
+  /// layer's q/k/v and gate/up projections concatenated along their output rows (one
+  /// product each in decode; src/lm/linear.cpp's fuse_linears), whose rows weights() then
+  /// holds as views, so a loaded model keeps each weight once. A model constructed from a
+  /// map its caller keeps (Trainer::model()) holds those projections a second time.
   const WeightMap& run_weights() const { return run_weights_; }
 
   /// The floating dtype the model computes in (that of its embedding or norm weights).
