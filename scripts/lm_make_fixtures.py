@@ -16,6 +16,10 @@ tokenizer_config.json, generation_config.json) plus reference.safetensors:
     greedy_<i>        int32 [64]      greedy continuation of prompt i (do_sample=False)
     margin_<i>        float32 [64]    top-1 minus top-2 logit at each greedy step
 OUT_DIR/tokenizer_cases.json holds lines of mixed text and the tokenizers library's ids.
+    python3 scripts/lm_make_fixtures.py --reference MODEL_DIR [--dtype bfloat16] [--device cuda]
+        [--name reference_bf16.safetensors]
+writes only MODEL_DIR/NAME, transformers' answers for an existing model directory in that
+dtype (tests/lm_model_test.cpp's NUVEC_LM_CHECK compares nuvec with it).
 The tests in tests/lm_model_test.cpp read these from tests/data/lm/.
 """
 import argparse
@@ -165,26 +169,7 @@ def make_model(arch, out_root, tok):
                                    eos_token="<|end_of_text|>")
     fast.save_pretrained(out_dir)
 
-    rng = torch.Generator().manual_seed(7)
-    ref = {}
-    with torch.no_grad():
-        for i, L in enumerate(PROMPT_LENGTHS):
-            ids = torch.randint(4, VOCAB, (1, L), generator=rng)
-            logits = model(ids).logits[0].float()
-            ref[f"prompt_{i}"] = ids[0].to(torch.int32)
-            ref[f"logits_{i}"] = logits.contiguous()
-            out = model.generate(ids, max_new_tokens=GREEDY_TOKENS, do_sample=False,
-                                 min_new_tokens=GREEDY_TOKENS, output_scores=True,
-                                 return_dict_in_generate=True, eos_token_id=None,
-                                 pad_token_id=1)
-            seq = out.sequences[0, L:]
-            ref[f"greedy_{i}"] = seq.to(torch.int32).contiguous()
-            margins = []
-            for s in out.scores:
-                top = torch.topk(s[0].float(), 2).values
-                margins.append(float(top[0] - top[1]))
-            ref[f"margin_{i}"] = torch.tensor(margins, dtype=torch.float32)
-    save_file(ref, os.path.join(out_dir, "reference.safetensors"))
+    write_reference(model, out_dir, VOCAB, "reference.safetensors")
     keys = {}
     from safetensors import safe_open
     for fn in sorted(os.listdir(out_dir)):
@@ -195,15 +180,60 @@ def make_model(arch, out_root, tok):
     with open(os.path.join(out_dir, "weights.txt"), "w") as f:
         for k, s in sorted(keys.items()):
             f.write(f"{k} {s}\n")
-    print(arch, "min greedy margin",
+
+
+def write_reference(model, out_dir, vocab, name, device="cpu"):
+    """transformers' answers for `model` on the fixed prompts: out_dir/name (see the top)."""
+    rng = torch.Generator().manual_seed(7)
+    ref = {}
+    with torch.no_grad():
+        for i, L in enumerate(PROMPT_LENGTHS):
+            ids = torch.randint(4, vocab, (1, L), generator=rng).to(device)
+            logits = model(ids).logits[0].float().cpu()
+            ref[f"prompt_{i}"] = ids[0].cpu().to(torch.int32)
+            ref[f"logits_{i}"] = logits.contiguous()
+            out = model.generate(ids, max_new_tokens=GREEDY_TOKENS, do_sample=False,
+                                 min_new_tokens=GREEDY_TOKENS, output_scores=True,
+                                 return_dict_in_generate=True, eos_token_id=None,
+                                 pad_token_id=1)
+            seq = out.sequences[0, L:].cpu()
+            ref[f"greedy_{i}"] = seq.to(torch.int32).contiguous()
+            margins = []
+            for s in out.scores:
+                top = torch.topk(s[0].float(), 2).values
+                margins.append(float(top[0] - top[1]))
+            ref[f"margin_{i}"] = torch.tensor(margins, dtype=torch.float32)
+    save_file(ref, os.path.join(out_dir, name))
+    print(out_dir, name, "min greedy margin",
           min(float(ref[f"margin_{i}"].min()) for i in range(len(PROMPT_LENGTHS))))
+
+
+def reference_for(model_dir, dtype, device, name):
+    """--reference: transformers' answers for an existing model directory (a fixture, or a
+    checkpoint written by `nuvec-lm train`) computed in `dtype` on `device`."""
+    from transformers import AutoModelForCausalLM
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch_dtype,
+                                                 attn_implementation="eager").to(device)
+    model.eval()
+    write_reference(model, model_dir, model.config.vocab_size, name, device)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("out")
+    ap.add_argument("out", nargs="?")
     ap.add_argument("--arch", default=",".join(ARCHS))
+    ap.add_argument("--reference", metavar="MODEL_DIR",
+                    help="only write transformers' answers for this model directory")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--name", default="reference.safetensors")
     args = ap.parse_args()
+    if args.reference:
+        reference_for(args.reference, args.dtype, args.device, args.name)
+        return
+    if not args.out:
+        ap.error("OUT_DIR is required unless --reference is given")
     os.makedirs(args.out, exist_ok=True)
     tok = train_tokenizer(args.out, random.Random(42))
     import transformers

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 17's checks that need transformers and a GPU, in one run on the GPU host:
+#  1. every architecture of tests/data/lm in bfloat16 against transformers' bfloat16 model
+#     (scripts/lm_make_fixtures.py --reference ... --dtype bfloat16 --device cuda, then
+#     lm_model_test's NUVEC_LM_CHECK on the GPU);
+#  2. a checkpoint written by `nuvec-lm train` (on the GPU, bf16 compute) loads in
+#     transformers and gives nuvec's logits (float32 on both sides);
+#  3. `nuvec-lm train` tokens/s beside an equivalent PyTorch loop (bench/lm_train_compare.py).
+# Usage: scripts/lm_gpu_check.sh BUILD_DIR   (a CUDA build with tests and examples)
+# Logs go to $OUT (or /tmp/nuvec-lm-check); a summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: scripts/lm_gpu_check.sh BUILD_DIR}
+out=${OUT:-/tmp/nuvec-lm-check}
+mkdir -p "$out"
+data=$(mktemp -d)
+cp -r tests/data/lm/. "$data/"
+archs="llama qwen3 qwen3_moe qwen3_next gpt_oss"
+check=""
+for a in $archs; do
+  python3 scripts/lm_make_fixtures.py --reference "$data/$a" --dtype bfloat16 --device cuda \
+    --name reference_bf16.safetensors >> "$out/references.log" 2>&1 || echo "reference $a failed"
+  check="$check${check:+,}$data/$a:bfloat16:reference_bf16.safetensors"
+done
+run=$(mktemp -d)/run
+"$build/examples/nuvec-lm" train --out "$run" --steps ${TRAIN_STEPS:-200} --no-plot --no-progress \
+  --device gpu > "$out/train.log" 2>&1 || echo "train failed (see train.log)"
+python3 scripts/lm_make_fixtures.py --reference "$run" --dtype float32 --device cuda >> "$out/references.log" 2>&1 ||
+  echo "reference of the trained checkpoint failed"
+check="$check,$run:float32:reference.safetensors"
+NUVEC_TEST_DEVICE=gpu NUVEC_LM_TEST_DATA="$data" NUVEC_LM_CHECK="$check" \
+  "$build/tests/lm_model_test" --gtest_filter='Env/*' > "$out/check.log" 2>&1
+echo "reference checks rc=$?"
+grep -E "^\[reference\]|FAILED|Failure" "$out/check.log"
+python3 bench/lm_train_compare.py --nuvec "$build/examples/nuvec-lm" --device cuda > "$out/train_compare.log" 2>&1
+echo "train compare rc=$?"; tail -3 "$out/train_compare.log"
