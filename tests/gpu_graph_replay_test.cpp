@@ -172,7 +172,8 @@ TEST_F(GpuGraphReplay, AHeldInputIsNeverOverwritten) {
   before = array(0);
   auto again = f(in);
   in.clear();
-  // (Its tape may be another cache entry's than the first calls': a replay of whichever.)
+  // (Its tape is not the first calls': those passed float64 rows (test_utils' randn), these
+  // float32 ones (full), another signature; `next` ran its nodes, so this call replays.)
   const nuvec::detail::ReplayTape& again_tape = tape_of(again[1]);
   const long again_before = again_tape.replays.load();
   eval(again);
