@@ -55,8 +55,8 @@ const nuvec::detail::ReplayTape& tape_of(const array& a) {
 
 // Each test compiles its own function, so that no test starts from another's captured graphs.
 // The lambda captures its line: captureless lambdas are keyed by their address, and the
-// compiler folds identical ones (GCC's -fipa-icf at -O2) into one function, which would give
-// the tests that compile the same `fn` one cache.
+// compiler may fold identical ones into one function (GCC's -fipa-icf at -O2), which would
+// give the tests that compile the same `fn` one cache.
 #define COMPILE(fn) compile_graph([line = __LINE__](const std::vector<array>& in) { return fn(in); })
 
 TEST_F(GpuGraphReplay, EqualsTheFunctionCallAfterCall) {
