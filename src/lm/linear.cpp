@@ -62,6 +62,16 @@ std::string fused_name(const std::string& parent, const std::vector<std::string>
   return fused;
 }
 
+// Where each module's output rows end in their concatenation, all but the last (split's
+// indices): the running sum of the modules' weight rows.
+Shape row_bounds(const WeightMap& weights, const std::string& parent, const std::vector<std::string>& names) {
+  Shape bounds;
+  for (size_t i = 0; i + 1 < names.size(); ++i) {
+    bounds.push_back((bounds.empty() ? 0 : bounds.back()) + tensor(weights, parent + "." + names[i] + ".weight").shape(0));
+  }
+  return bounds;
+}
+
 bool same_spec(const std::optional<QuantizationSpec>& a, const std::optional<QuantizationSpec>& b) {
   return a.has_value() == b.has_value() &&
       (!a || (a->group_size == b->group_size && a->bits == b->bits && a->mode == b->mode));
@@ -77,17 +87,7 @@ std::vector<array> linears(const ModelConfig& config, const WeightMap& weights, 
     for (auto& n : names) out.push_back(linear(config, weights, parent + "." + n, x));
     return out;
   }
-  array y = linear(config, weights, fused, x);
-  Shape::value_type start = 0;
-  for (auto& n : names) {
-    const auto rows = tensor(weights, parent + "." + n + ".weight").shape(0);
-    Shape lo(y.ndim(), 0), hi = y.shape();
-    lo.back() = start;
-    hi.back() = start + rows;
-    out.push_back(slice(y, lo, hi));
-    start += rows;
-  }
-  return out;
+  return split(linear(config, weights, fused, x), row_bounds(weights, parent, names), -1);
 }
 
 void fuse_linears(const ModelConfig& config, const WeightMap& weights, WeightMap& run, const std::string& parent,
@@ -130,16 +130,12 @@ void fuse_linears(const ModelConfig& config, const WeightMap& weights, WeightMap
   }
   if (!quantized) run.insert_or_assign(fused + ".weight@T", transpose(run.at(fused + ".weight")));
   // The separate modules read their rows of the concatenation (views: no second copy).
+  const Shape bounds = row_bounds(weights, parent, names);
   for (auto& part : parts) {
-    Shape::value_type start = 0;
-    for (auto& p : paths) {
-      array& a = run.at(p + part);
-      Shape lo(a.ndim(), 0), hi = a.shape();
-      lo[0] = start;
-      hi[0] = start + a.shape(0);
-      start += a.shape(0);
-      a = slice(run.at(fused + part), lo, hi);
-      if (part == ".weight" && !quantized) run.insert_or_assign(p + ".weight@T", transpose(a));
+    const auto rows = split(run.at(fused + part), bounds, 0);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      run.insert_or_assign(paths[i] + part, rows[i]);
+      if (part == ".weight" && !quantized) run.insert_or_assign(paths[i] + ".weight@T", transpose(rows[i]));
     }
   }
 }
