@@ -59,9 +59,13 @@ double out_eps(Dtype dt) {
 // Absolute tolerance of a product of K terms of unit size: float32 summation error, and for
 // the half types the rounding of each dequantized weight to the activation dtype that the
 // GPU's tensor-core kernels do (as MLX's), a random walk of K roundings of half an ulp.
+// float32: the kernel's float32 sum is off the float64 reference by a random walk of about eps · sqrt(K) · |partial
+// sums|, and the partial sums reach ~20 (nvfp4 weights reach 6 · scale); 6e-6 · sqrt(K) is
+// ~6 of its standard deviations (2e-6 was ~2: seed 1339419177 failed at 2.4, nvfp4 float32
+// M=70 N=257 K=512, one element of 18k off by 6.6e-5).
 double product_tol(Dtype dt, int K) {
   const double k = std::sqrt(static_cast<double>(K));
-  return dt == float32 ? 2e-6 * k : 2e-6 * k * 4.0 + 2.0 * out_eps(dt) * k;
+  return dt == float32 ? 6e-6 * k : 2e-6 * k * 4.0 + 2.0 * out_eps(dt) * k;
 }
 
 const char* mode_str(QuantMode m) {
