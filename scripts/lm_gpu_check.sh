@@ -7,6 +7,7 @@
 #     transformers and gives nuvec's logits (float32 on both sides);
 #  3. `nuvec-lm train` tokens/s beside an equivalent PyTorch loop (bench/lm_train_compare.py).
 # Usage: scripts/lm_gpu_check.sh BUILD_DIR   (a CUDA build with tests and examples)
+# NUVEC_LM_CORPUS=DIR trains on DIR's text files where Debian's fortunes are not installed.
 # Logs go to $OUT (or /tmp/nuvec-lm-check); a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +24,10 @@ for a in $archs; do
   check="$check${check:+,}$data/$a:bfloat16:reference_bf16.safetensors"
 done
 run=$(mktemp -d)/run
+data_flag=()
+[ -n "${NUVEC_LM_CORPUS:-}" ] && data_flag=(--data "$NUVEC_LM_CORPUS")
 "$build/examples/nuvec-lm" train --out "$run" --steps ${TRAIN_STEPS:-200} --no-plot --no-progress \
-  --device gpu > "$out/train.log" 2>&1 || echo "train failed (see train.log)"
+  --device gpu "${data_flag[@]}" > "$out/train.log" 2>&1 || echo "train failed (see train.log)"
 python3 scripts/lm_make_fixtures.py --reference "$run" --dtype float32 --device cuda >> "$out/references.log" 2>&1 ||
   echo "reference of the trained checkpoint failed"
 check="$check,$run:float32:reference.safetensors"
@@ -32,5 +35,5 @@ NUVEC_TEST_DEVICE=gpu NUVEC_LM_TEST_DATA="$data" NUVEC_LM_CHECK="$check" \
   "$build/tests/lm_model_test" --gtest_filter='Env/*' > "$out/check.log" 2>&1
 echo "reference checks rc=$?"
 grep -E "^\[reference\]|FAILED|Failure" "$out/check.log"
-python3 bench/lm_train_compare.py --nuvec "$build/examples/nuvec-lm" --device cuda > "$out/train_compare.log" 2>&1
+python3 bench/lm_train_compare.py --nuvec "$build/examples/nuvec-lm" --device cuda "${data_flag[@]}" > "$out/train_compare.log" 2>&1
 echo "train compare rc=$?"; tail -3 "$out/train_compare.log"

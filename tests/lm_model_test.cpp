@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -168,12 +170,22 @@ class ReferenceDirs : public ::testing::TestWithParam<ReferenceCheck> {};
 // the half types, where both sides round every layer's output to 8 or 11 bits in their own
 // order); greedy tokens in float32 as LogitsAndGreedyMatchTransformers. In the half types
 // the greedy agreement is printed, not asserted: a near tie in bf16 goes either way.
+// A random-initialised MoE or hybrid model can be chaotic in a half type: one router's top-k
+// decided the other way by a rounding (a position's logits jump while its neighbours agree),
+// or an error carried along by the recurrent state. Where DIR also holds transformers'
+// float32 answers (reference.safetensors, the same prompts), a half-type run that misses 3e-2
+// passes only if nuvec is no further from the float32 logits than twice transformers' own
+// distance in that dtype: the tolerance of bf16 on that model, measured by the reference.
 TEST_P(ReferenceDirs, LogitsMatchTheReference) {
   const ReferenceCheck& c = GetParam();
   const Dtype dtype = c.dtype == "bfloat16" ? bfloat16 : c.dtype == "float16" ? float16 : float32;
   Model model = Model::load(c.dir, dtype);
   auto [arrays, meta] = load_safetensors(c.dir + "/" + c.file);
   const double tol = dtype == float32 ? 1e-4 : 3e-2;
+  std::optional<std::unordered_map<std::string, array>> exact;
+  if (dtype != float32 && c.file != "reference.safetensors" && fs::exists(c.dir + "/reference.safetensors")) {
+    exact = load_safetensors(c.dir + "/reference.safetensors").first;
+  }
   int prompts = 0;
   for (int i = 0; arrays.count("prompt_" + std::to_string(i)); ++i, ++prompts) {
     const auto k = std::to_string(i);
@@ -181,7 +193,19 @@ TEST_P(ReferenceDirs, LogitsMatchTheReference) {
     const array& want = arrays.at("logits_" + k);
     array logits = model(reshape(prompt, {1, prompt.shape(0)}));
     const double err = relative_error(reshape(logits, want.shape()), want);
-    EXPECT_LT(err, tol) << c.dir << " (" << c.dtype << ") prompt " << i;
+    if (exact && exact->count("logits_" + k) && array_equal(exact->at("prompt_" + k), prompt).item<bool>()) {
+      const array& truth = exact->at("logits_" + k);
+      const double own = relative_error(reshape(logits, truth.shape()), truth);
+      const double theirs = relative_error(want, truth);
+      std::printf("[reference] %s %s prompt %d: from float32, nuvec %.3g, transformers %.3g\n", c.dir.c_str(),
+                  c.dtype.c_str(), i, own, theirs);
+      EXPECT_TRUE(err < tol || own <= 2 * theirs)
+          << c.dir << " (" << c.dtype << ") prompt " << i << ": " << err << " from transformers' " << c.dtype
+          << " logits and " << own << " from its float32 ones, where transformers' own " << c.dtype
+          << " logits are " << theirs << " away";
+    } else {
+      EXPECT_LT(err, tol) << c.dir << " (" << c.dtype << ") prompt " << i;
+    }
     GenerationOptions options;
     options.max_tokens = arrays.at("greedy_" + k).shape(0);
     options.stop_at_eos = false;
