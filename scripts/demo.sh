@@ -5,7 +5,8 @@
 # Arguments go to nuvec-lm train (see build/examples/nuvec-lm --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh
+# Only what the demo runs: the library and nuvec-lm (./scripts/test.sh builds the rest).
+NUVEC_BUILD_TARGETS=nuvec-lm ./scripts/build.sh
 ./build/examples/nuvec-lm train "$@"
 out=lm-run
 for ((i = 1; i <= $#; i++)); do
