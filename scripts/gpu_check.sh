@@ -2,7 +2,9 @@
 # Builds nuvec with the CUDA backend on a GPU host and runs the test suite there (every test
 # on the CPU and again with the GPU as the default device). Logs go to $OUT (or /tmp/nuvec-gpu).
 # Usage: scripts/gpu_check.sh [ctest -R regex]
-# Needs .devdeps/googletest (a GoogleTest source tree) where libgtest-dev is not installed.
+# Needs .devdeps/googletest (a GoogleTest source tree) where libgtest-dev is not installed;
+# scripts/device/make_deps.sh fills .devdeps for a host that cannot install packages, and
+# scripts/device/env.sh (sourced there) builds with it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/nuvec-gpu}
