@@ -34,6 +34,8 @@ def transformers_throughput(shape, concurrency, prompt, output):
             except torch.cuda.OutOfMemoryError:
                 out[c] = float("nan")
                 torch.cuda.empty_cache()
+            # Each as it comes: a run cut short by a time limit keeps what it measured.
+            print(shape, "transformers C =", c, f"{out[c]:.1f} tok/s", flush=True)
     del model
     torch.cuda.empty_cache()
     return out
@@ -54,8 +56,8 @@ def main():
     print(f"copy bandwidth {bw / 1e9:.0f} GB/s", flush=True)
     rows = []
     for shape in args.shapes.split(","):
-        ref = {} if args.no_torch else transformers_throughput(shape, conc, args.prompt, args.output)
-        print(shape, "transformers", ref, flush=True)
+        # nuvec first (seconds), then transformers (minutes at C = 256 for the 8B shape).
+        measured = []
         for extra in ([[], ["--no-graphs"]] if args.no_graphs else [[]]):
             r = subprocess.run([args.nuvec, shape, "--concurrency", args.concurrency, "--prompt", str(args.prompt),
                                 "--output", str(args.output)] + extra, capture_output=True, text=True, timeout=1800)
@@ -64,8 +66,9 @@ def main():
                 continue
             for line in r.stdout.splitlines():
                 print(line, flush=True)
-                m = json.loads(line)
-                rows.append((shape, m, ref.get(m["concurrency"], float("nan"))))
+                measured.append(json.loads(line))
+        ref = {} if args.no_torch else transformers_throughput(shape, conc, args.prompt, args.output)
+        rows += [(shape, m, ref.get(m["concurrency"], float("nan"))) for m in measured]
     # Batch-1 floor: the weights plus the KV cache at the mean length, over the copy bandwidth.
     print(f"{'shape':14} {'graphs':>6} {'C':>4} | {'out tok/s':>10} {'hf':>9} {'x':>6} | {'ttft p50':>9} {'p99':>9} | "
           f"{'itl p50':>8} {'p99':>8} ms | {'of floor':>8}")
