@@ -7,7 +7,7 @@
 // LogSumExpVjp's kernel: per row the sum s of exp(x - c) (in double) with c the forward's lse
 // (backend/common/lse_shift.h: 0 where lse is infinite, the row's max where lse is too coarse),
 // then the write exp(x - c) * (g / s) in acc_t, rounded once: the fallback's arithmetic with
-// another shift.
+// another shift. Both passes vectorised, exp as the Exp primitive computes it on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -47,7 +47,9 @@ void LogSumExpVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>
       const T* x = xs.row<T>(r);
       const A lse = static_cast<A>(*lses.row<T>(r));
       A c = math::lse_shift(lse);
-      auto sum_exp = [&] { return cpu::sum_of(n, [&](int64_t i) { return math::exp(static_cast<A>(x[i]) - c); }); };
+      // math::Exp: exp_f32 for float on the host, which vectorises (libm's expf is a call per
+      // element, and takes its slow underflow path for the many terms far below the max).
+      auto sum_exp = [&] { return cpu::sum_of(n, [&](int64_t i) { return math::Exp{}(static_cast<A>(x[i]) - c); }); };
       double s = sum_exp();
       if (!math::lse_shift_holds(lse, static_cast<A>(s))) {
         // lse is finite or +inf, so the row holds no NaN: std::max sees only numbers.
@@ -58,7 +60,9 @@ void LogSumExpVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>
       }
       const A q = static_cast<A>(*gs.row<T>(r)) / static_cast<A>(s);
       T* dx = dst + r * n;
-      for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(math::exp(static_cast<A>(x[i]) - c) * q);
+      cpu::vectorized([&] {
+        for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(math::Exp{}(static_cast<A>(x[i]) - c) * q);
+      });
     });
   });
 }
