@@ -163,6 +163,16 @@ TEST(QuantizedKernels, LeadingAxesStridedAndLarge) {
   check_qmm({QuantMode::Nvfp4, 16, 4}, true, float32, {}, 70, 257, 512);
 }
 
+// The decode-shaped products (qdot.h's qmv_affine: at most 8 rows, affine 4 or 8 bits,
+// transposed): every row count up to the bound and one past it, N large enough to be split
+// over the pool, the half types, a leading axis.
+TEST(QuantizedKernels, FewRowsAffineSplitOverThreads) {
+  for (int M : {1, 2, 5, 8, 9}) check_qmm({QuantMode::Affine, 64, 4}, true, float32, {}, M, 1001, 512);
+  check_qmm({QuantMode::Affine, 128, 8}, true, float16, {}, 4, 777, 384);
+  check_qmm({QuantMode::Affine, 32, 4}, true, bfloat16, {2}, 3, 515, 256);
+  check_qmm({QuantMode::Affine, 32, 8}, true, float32, {}, 6, 64, 4096);
+}
+
 // A GatherQmm of x (A, M, K) and E weights against the fallback, for given indices.
 void check_gather_qmm(const QuantSpec& spec, bool transpose, Dtype dt, int A, int E, int M, int N, int K,
                       const std::vector<uint32_t>& lhs, const std::vector<uint32_t>& rhs, bool sorted) {

@@ -5,13 +5,16 @@
 // into a small float32 buffer (two rows of w when packed along K, four when packed along N),
 // which then serves every row of a chunk of x before the next is decoded: the decode costs
 // once per 32 rows of x. Sums run in float32 lane partials whose order this code fixes
-// (every vector version of cpu/simd.h gives the same bits).
+// (every vector version of cpu/simd.h gives the same bits). The decode shape (at most 8 rows
+// against an affine 4- or 8-bit weight packed along K) skips the buffer: qmv_affine takes the
+// codes from registers and factors each group's scale and bias out of the sums.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/common/dispatch.h"
@@ -178,6 +181,99 @@ inline void dot_rows_into(const float* w, int64_t n, int64_t K, const RowSet<T>&
   }
 }
 
+/// Rows of x up to which qmm's transposed affine 4- and 8-bit products run qmv_affine (the
+/// decode shape: a token or a few against every row of a weight).
+inline constexpr int64_t kQmvRows = 8;
+
+/// The 16 codes k0 .. k0 + 15 (k0 a multiple of 16) of a packed row of 4- or 8-bit codes,
+/// as floats: the words broadcast across the lanes, each lane shifting out its own code.
+inline f32x16 codes16(const uint32_t* row, int64_t k0, int bits) {
+  using u32x16 = uint32_t __attribute__((vector_size(64)));
+  if (bits == 4) {
+    const uint32_t a = row[k0 / 8], b = row[k0 / 8 + 1];
+    const u32x16 v = u32x16{a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b} >>
+                     u32x16{0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
+    return __builtin_convertvector(v & 15u, f32x16);
+  }
+  const uint32_t a = row[k0 / 4], b = row[k0 / 4 + 1], c = row[k0 / 4 + 2], d = row[k0 / 4 + 3];
+  const u32x16 v = u32x16{a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d} >>
+                   u32x16{0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24};
+  return __builtin_convertvector(v & 255u, f32x16);
+}
+
+/// out[r][n] for RB rows of x and the weight rows [n0, n1) of an affine 4- or 8-bit matrix
+/// packed along K, without decoding the weight into memory: per group g,
+/// x · (s q + b) = s (x · q) + b Σx, with x · q in 16 float lanes from the codes shifted out
+/// in registers and Σx per row and group computed once per call (xsum: RB x groups), the
+/// factorisation MLX's qmv kernels use. Float32 sums in a fixed lane order.
+template <int RB, typename T, typename S>
+inline void qmv_rows(const QMatrix& m, int64_t n0, int64_t n1, int64_t K, const float* const* x, T* const* out,
+                     const float* xsum) {
+  const int gs = m.spec.group_size, bits = m.spec.bits;
+  const int64_t groups = K / gs;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint32_t* wr = m.w + n * m.words;
+    const S* sc = static_cast<const S*>(m.scales) + n * m.groups;
+    const S* bi = static_cast<const S*>(m.biases) + n * m.groups;
+    f32x16 acc[RB] = {};
+    float bias_part[RB] = {};
+    for (int64_t g = 0; g < groups; ++g) {
+      f32x16 p[RB] = {};
+      for (int e = 0; e < gs; e += kLanes) {
+        const f32x16 q = codes16(wr, g * gs + e, bits);
+#pragma GCC unroll 8
+        for (int r = 0; r < RB; ++r) p[r] += load<f32x16>(x[r] + g * gs + e) * q;
+      }
+      const float sg = static_cast<float>(sc[g]), bg = static_cast<float>(bi[g]);
+#pragma GCC unroll 8
+      for (int r = 0; r < RB; ++r) {
+        acc[r] += sg * p[r];
+        bias_part[r] += bg * xsum[r * groups + g];
+      }
+    }
+    for (int r = 0; r < RB; ++r) {
+      float l[kLanes];
+      __builtin_memcpy(l, &acc[r], sizeof l);
+      for (int h = kLanes / 2; h > 0; h /= 2) {
+        for (int i = 0; i < h; ++i) l[i] += l[i + h];
+      }
+      out[r][n] = static_cast<T>(l[0] + bias_part[r]);
+    }
+  }
+}
+
+/// qmm for at most kQmvRows rows of x against an affine 4- or 8-bit weight packed along K
+/// (transpose): qmv_rows over N split across the thread pool. Returns false, doing nothing,
+/// for other modes, bit widths or layouts (qmm's decoding path runs them).
+template <typename T, typename S>
+bool qmv_affine(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>& rows) {
+  const int64_t R = rows.size();
+  const int gs = w.spec.group_size;
+  if (!transpose || w.spec.mode != QuantMode::Affine || (w.spec.bits != 4 && w.spec.bits != 8) || R > kQmvRows ||
+      R < 1 || gs % kLanes != 0 || K % gs != 0) {
+    return false;
+  }
+  const int64_t groups = K / gs;
+  std::vector<float> xsum(static_cast<size_t>(R * groups));
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      float t = 0.0f;
+      for (int e = 0; e < gs; ++e) t += rows.x[r][g * gs + e];
+      xsum[r * groups + g] = t;
+    }
+  }
+  split_work(N, R * N * K, [&](int64_t n0, int64_t n1) {
+    vectorized([&] {
+      // Every row of x in one pass over the weight (R of 1 to 8 instantiated).
+      [&]<int... Rs>(std::integer_sequence<int, Rs...>) {
+        ((R == Rs + 1 ? qmv_rows<Rs + 1, T, S>(w, n0, n1, K, rows.x.data(), rows.out.data(), xsum.data()) : void()),
+         ...);
+      }(std::make_integer_sequence<int, int(kQmvRows)>{});
+    });
+  });
+  return true;
+}
+
 /// Rows of x per pass over a decoded weight row (transpose) or per accumulator block (not
 /// transpose): their float32 values (32 x K) stay in the L2 cache while the weight streams.
 inline constexpr int64_t kRowChunk = 32;
@@ -285,6 +381,7 @@ void qmm(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>
     return;
   }
   if (R >= kBlasRows && qmm_blas<T, S>(w, transpose, N, K, rows)) return;
+  if (qmv_affine<T, S>(w, transpose, N, K, rows)) return;
   const int gs = w.spec.group_size;
   if (transpose) {
     // Two weight rows decoded at a time, each dotted with every row of a chunk of x.
