@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -171,6 +172,35 @@ TEST(QuantizedKernels, FewRowsAffineSplitOverThreads) {
   check_qmm({QuantMode::Affine, 128, 8}, true, float16, {}, 4, 777, 384);
   check_qmm({QuantMode::Affine, 32, 4}, true, bfloat16, {2}, 3, 515, 256);
   check_qmm({QuantMode::Affine, 32, 8}, true, float32, {}, 6, 64, 4096);
+}
+
+// Infinities and NaNs in x reach the few-row products' outputs as through the dequantized
+// weight: x · (s q + b) (a factored sum s (x · q) + b Σx would give inf · 0 = NaN).
+TEST(QuantizedKernels, FewRowsNonFiniteActivations) {
+  const QuantSpec spec{QuantMode::Affine, 64, 4};
+  const int K = 128, N = 24;
+  std::vector<float> xv(3 * K);
+  for (int i = 0; i < 3 * K; ++i) xv[i] = std::sin(0.37f * float(i));
+  xv[5] = std::numeric_limits<float>::infinity();
+  xv[K + 70] = -std::numeric_limits<float>::infinity();
+  xv[2 * K + 3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<array> in = {array(xv.begin(), {3, K}, float32)};
+  for (auto& a : quantized_weight(spec, {N, K}, float32)) in.push_back(a);
+  array out = record(std::make_shared<QuantizedMatmul>(node_stream(), spec, true), {3, N}, float32, in);
+  auto ref = std::make_shared<QuantizedMatmul>(cpu_stream(), spec, true)->fallback()(in)[0];
+  const auto got = to_vector(out), want = to_vector(ref);
+  int infinite = 0;
+  for (int i = 0; i < 3 * N; ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else if (std::isinf(want[i])) {
+      ++infinite;
+      EXPECT_EQ(got[i], want[i]) << "at " << i;
+    }
+  }
+  // Rows 0 and 1 are ±inf wherever the weight at their infinity is not exactly 0 (an affine
+  // zero point decodes to 0: those are NaN on both sides).
+  EXPECT_GE(infinite, N);
 }
 
 // A GatherQmm of x (A, M, K) and E weights against the fallback, for given indices.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
@@ -237,7 +238,19 @@ inline void qmv_rows(const QMatrix& m, int64_t n0, int64_t n1, int64_t K, const 
       for (int h = kLanes / 2; h > 0; h /= 2) {
         for (int i = 0; i < h; ++i) l[i] += l[i + h];
       }
-      out[r][n] = static_cast<T>(l[0] + bias_part[r]);
+      float v = l[0] + bias_part[r];
+      // The factorisation turns an infinite x into inf·0 = NaN where a code is 0, and its
+      // larger intermediates can overflow: a non-finite result is redone as the dequantize
+      // graph computes it, x · (s q + b).
+      if (!std::isfinite(v)) [[unlikely]] {
+        v = 0.0f;
+        for (int64_t k = 0; k < K; ++k) {
+          const float wq = static_cast<float>(sc[k / gs]) * static_cast<float>(math::quant_code(wr, k, bits)) +
+                           static_cast<float>(bi[k / gs]);
+          v += x[r][k] * wq;
+        }
+      }
+      out[r][n] = static_cast<T>(v);
     }
   }
 }
