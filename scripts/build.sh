@@ -14,8 +14,12 @@ launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
-cuda_flags=()
-if [ "${NUVEC_TEST_CUDA:-0}" != 1 ] && ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
+# Said every time (the cache would otherwise keep an earlier run's choice); the output is
+# captured first, as `nvidia-smi | grep -q` under pipefail can fail on a closed pipe.
+gpus=$(nvidia-smi -L 2>/dev/null || true)
+if [ "${NUVEC_TEST_CUDA:-0}" = 1 ] || grep -q "^GPU" <<<"$gpus"; then
+  cuda_flags=(-DNUVEC_BUILD_CUDA=AUTO) # built when nvcc is found
+else
   cuda_flags=(-DNUVEC_BUILD_CUDA=OFF)
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${cuda_flags[@]}" "$@" >/dev/null

@@ -26,5 +26,8 @@ tar cJf "$out/sysdeps.tar.xz" .
 cd - >/dev/null
 rm -rf "$out/googletest" "$out/fortunes"
 cp -r /usr/src/googletest "$out/googletest"
-cp -a /usr/share/games/fortunes "$out/fortunes"
+# The cookie files themselves: not the .dat indexes, not the .u8 links (a copy that followed
+# them would hold every file twice).
+mkdir -p "$out/fortunes"
+find /usr/share/games/fortunes -maxdepth 1 -type f ! -name "*.dat" -exec cp {} "$out/fortunes/" \;
 du -sh "$out"
