@@ -182,6 +182,27 @@ inline void dot_rows_into(const float* w, int64_t n, int64_t K, const RowSet<T>&
   }
 }
 
+/// Rows of x per pass over a decoded weight row (transpose) or per accumulator block (not
+/// transpose): their float32 values (32 x K) stay in the L2 cache while the weight streams.
+inline constexpr int64_t kRowChunk = 32;
+/// Floats of a block's accumulators and decoded weight rows when w is packed along N
+/// ((rows + 4) x columns, 32 KiB: L1).
+inline constexpr int64_t kAccFloats = 8192;
+
+/// Runs f(begin, end) over [0, n) split into at most num_threads() contiguous parts (one
+/// part, on the calling thread, when `work` multiply-adds are too few to share).
+template <typename F>
+inline void split_work(int64_t n, int64_t work, F&& f) {
+  const int64_t parts = work < (int64_t{1} << 18) ? 1 : std::min<int64_t>(n, num_threads());
+  if (parts <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  run_tasks(static_cast<size_t>(parts), [&](size_t p) {
+    f(n * static_cast<int64_t>(p) / parts, n * static_cast<int64_t>(p + 1) / parts);
+  });
+}
+
 /// Rows of x up to which qmm's transposed affine 4- and 8-bit products run qmv_affine (the
 /// decode shape: a token or a few against every row of a weight).
 inline constexpr int64_t kQmvRows = 8;
@@ -263,7 +284,7 @@ bool qmv_affine(const QMatrix& w, bool transpose, int64_t N, int64_t K, const Ro
   const int64_t R = rows.size();
   const int gs = w.spec.group_size;
   if (!transpose || w.spec.mode != QuantMode::Affine || (w.spec.bits != 4 && w.spec.bits != 8) || R > kQmvRows ||
-      R < 1 || gs % kLanes != 0 || K % gs != 0) {
+      gs % kLanes != 0 || K % gs != 0) {
     return false;
   }
   const int64_t groups = K / gs;
@@ -285,27 +306,6 @@ bool qmv_affine(const QMatrix& w, bool transpose, int64_t N, int64_t K, const Ro
     });
   });
   return true;
-}
-
-/// Rows of x per pass over a decoded weight row (transpose) or per accumulator block (not
-/// transpose): their float32 values (32 x K) stay in the L2 cache while the weight streams.
-inline constexpr int64_t kRowChunk = 32;
-/// Floats of a block's accumulators and decoded weight rows when w is packed along N
-/// ((rows + 4) x columns, 32 KiB: L1).
-inline constexpr int64_t kAccFloats = 8192;
-
-/// Runs f(begin, end) over [0, n) split into at most num_threads() contiguous parts (one
-/// part, on the calling thread, when `work` multiply-adds are too few to share).
-template <typename F>
-inline void split_work(int64_t n, int64_t work, F&& f) {
-  const int64_t parts = work < (int64_t{1} << 18) ? 1 : std::min<int64_t>(n, num_threads());
-  if (parts <= 1) {
-    f(int64_t{0}, n);
-    return;
-  }
-  run_tasks(static_cast<size_t>(parts), [&](size_t p) {
-    f(n * static_cast<int64_t>(p) / parts, n * static_cast<int64_t>(p + 1) / parts);
-  });
 }
 
 /// Rows of x from which qmm dequantizes w a block at a time into float32 and multiplies it
