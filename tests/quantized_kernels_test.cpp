@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/common/math/quant.h"
+#include "backend/cpu/quantized/qdot.h"
 #include "backend/cpu/simd.h"
 #include "nuvec/nuvec.h"
 #include "quantized/quantized.h"
@@ -164,14 +165,40 @@ TEST(QuantizedKernels, LeadingAxesStridedAndLarge) {
   check_qmm({QuantMode::Nvfp4, 16, 4}, true, float32, {}, 70, 257, 512);
 }
 
-// The decode-shaped products (qdot.h's qmv_affine: at most 8 rows, affine 4 or 8 bits,
-// transposed): every row count up to the bound and one past it, N large enough to be split
-// over the pool, the half types, a leading axis.
-TEST(QuantizedKernels, FewRowsAffineSplitOverThreads) {
+// The decode-shaped products (qdot.h's qmv: at most 8 rows, 4 or 8 bits, transposed): every
+// row count up to the bound and one past it, N large enough to be split over the pool, the
+// half types, a leading axis, every fp mode.
+TEST(QuantizedKernels, FewRowsSplitOverThreads) {
   for (int M : {1, 2, 5, 8, 9}) check_qmm({QuantMode::Affine, 64, 4}, true, float32, {}, M, 1001, 512);
   check_qmm({QuantMode::Affine, 128, 8}, true, float16, {}, 4, 777, 384);
   check_qmm({QuantMode::Affine, 32, 4}, true, bfloat16, {2}, 3, 515, 256);
   check_qmm({QuantMode::Affine, 32, 8}, true, float32, {}, 6, 64, 4096);
+  for (int M : {1, 3, 8}) {
+    check_qmm({QuantMode::Mxfp4, 32, 4}, true, float32, {}, M, 1001, 512);
+    check_qmm({QuantMode::Nvfp4, 16, 4}, true, bfloat16, {}, M, 515, 272);
+    check_qmm({QuantMode::Mxfp8, 32, 8}, true, float16, {}, M, 777, 384);
+  }
+}
+
+// The CPU's few-row products decode E2M1 and E4M3 codes 16 at a time from their bits: every
+// code gives math::fp4_e2m1_value's / fp8_e4m3_value's value (NaN for E4M3's 0x7f and 0xff).
+TEST(QuantizedKernels, VectorCodeDecodesMatchScalar) {
+  for (int bits : {4, 8}) {
+    for (uint32_t c0 = 0; c0 < (1u << bits); c0 += 16) {
+      cpu::qdot::u32x16 c;
+      for (int t = 0; t < 16; ++t) c[t] = c0 + t;
+      const auto v = bits == 4 ? cpu::qdot::e2m1_values16(c) : cpu::qdot::e4m3_values16(c);
+      for (int t = 0; t < 16; ++t) {
+        const float want = bits == 4 ? math::fp4_e2m1_value(c0 + t) : math::fp8_e4m3_value(c0 + t);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(v[t])) << bits << " bits, code " << c0 + t;
+        } else {
+          EXPECT_EQ(v[t], want) << bits << " bits, code " << c0 + t;
+          EXPECT_EQ(std::signbit(v[t]), std::signbit(want)) << bits << " bits, code " << c0 + t;
+        }
+      }
+    }
+  }
 }
 
 // Infinities and NaNs in x reach the CPU's few-row products' outputs as through the

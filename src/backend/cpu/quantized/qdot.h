@@ -6,8 +6,8 @@
 // which then serves every row of a chunk of x before the next is decoded: the decode costs
 // once per 32 rows of x. Sums run in float32 lane partials whose order this code fixes
 // (every vector version of cpu/simd.h gives the same bits). The decode shape (at most 8 rows
-// against an affine 4- or 8-bit weight packed along K) skips the buffer: qmv_affine takes the
-// codes from registers and factors each group's scale and bias out of the sums.
+// against a 4- or 8-bit weight packed along K) skips the buffer: qmv takes the codes from
+// registers and factors each group's scale (and bias) out of the sums.
 #pragma once
 
 #include <algorithm>
@@ -126,6 +126,19 @@ inline void decode_groups(const QMatrix& m, int64_t row, int64_t g0, int64_t g1,
   }
 }
 
+/// The float32 value of every scale code (256) of an fp mode: E4M3 for nvfp4, E8M0 else.
+inline const float* fp_scale_table(QuantMode mode) {
+  static const auto tables = [] {
+    std::vector<float> t(2 * 256);
+    for (uint32_t c = 0; c < 256; ++c) {
+      t[c] = math::fp_scale_value(QuantMode::Nvfp4, c);
+      t[256 + c] = math::fp_scale_value(QuantMode::Mxfp4, c);
+    }
+    return t;
+  }();
+  return tables.data() + (mode == QuantMode::Nvfp4 ? 0 : 256);
+}
+
 /// Partials per row of the dot products: 16 floats fill one AVX-512 register, two AVX2 ones.
 inline constexpr int kLanes = 16;
 
@@ -203,54 +216,109 @@ inline void split_work(int64_t n, int64_t work, F&& f) {
   });
 }
 
-/// Rows of x up to which qmm's transposed affine 4- and 8-bit products run qmv_affine (the
-/// decode shape: a token or a few against every row of a weight).
+/// Rows of x up to which qmm's transposed 4- and 8-bit products run qmv (the decode shape: a
+/// token or a few against every row of a weight).
 inline constexpr int64_t kQmvRows = 8;
 
-/// The 16 codes k0 .. k0 + 15 (k0 a multiple of 16) of a packed row of 4- or 8-bit codes,
-/// as floats: the words broadcast across the lanes, each lane shifting out its own code.
-inline f32x16 codes16(const uint32_t* row, int64_t k0, int bits) {
-  using u32x16 = uint32_t __attribute__((vector_size(64)));
-  if (bits == 4) {
-    const uint32_t a = row[k0 / 8], b = row[k0 / 8 + 1];
-    const u32x16 v = u32x16{a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b} >>
-                     u32x16{0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
-    return __builtin_convertvector(v & 15u, f32x16);
+using u32x16 = uint32_t __attribute__((vector_size(64)));
+
+/// The 16 codes k0 .. k0 + 15 (k0 a multiple of 16) of a packed row of 4- or 8-bit codes.
+template <int kBits>
+__attribute__((always_inline)) inline u32x16 codes16(const uint32_t* row, int64_t k0) {
+  // Each word broadcast to the lanes of its codes (a select with a constant mask), each lane
+  // shifting out its own code: vector ops only (GCC 12 turned byte shuffles and u8 -> u32
+  // conversions of these vector types into scalar code, 4-10x slower).
+  using i32x16 = int32_t __attribute__((vector_size(64)));
+  if constexpr (kBits == 4) {
+    const uint32_t* w = row + k0 / 8;
+    const u32x16 a = u32x16{} + w[0], b = u32x16{} + w[1];
+    const i32x16 first8 = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return ((first8 ? a : b) >> u32x16{0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28}) & 15u;
+  } else {
+    static_assert(kBits == 8);
+    const uint32_t* w = row + k0 / 4;
+    const u32x16 a = u32x16{} + w[0], b = u32x16{} + w[1], c = u32x16{} + w[2], d = u32x16{} + w[3];
+    const i32x16 first8 = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const i32x16 first4 = {-1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0};
+    const u32x16 v = first8 ? (first4 ? a : b) : (first4 ? c : d);
+    return (v >> u32x16{0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24}) & 255u;
   }
-  const uint32_t a = row[k0 / 4], b = row[k0 / 4 + 1], c = row[k0 / 4 + 2], d = row[k0 / 4 + 3];
-  const u32x16 v = u32x16{a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d} >>
-                   u32x16{0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24};
-  return __builtin_convertvector(v & 255u, f32x16);
 }
 
-/// out[r][n] for RB rows of x and the weight rows [n0, n1) of an affine 4- or 8-bit matrix
-/// packed along K, without decoding the weight into memory: per group g,
-/// x · (s q + b) = s (x · q) + b Σx, with x · q in 16 float lanes from the codes shifted out
-/// in registers and Σx per row and group computed once per call (xsum: RB x groups), the
-/// factorisation MLX's qmv kernels use. Float32 sums in a fixed lane order.
-template <int RB, typename T, typename S>
+/// The E2M1 values of 16 codes, as math::fp4_e2m1_value gives them one by one: 2^(e-1)
+/// (1 + m/2) built in the float's bits, subnormals m/2, the sign last (a 16-entry table
+/// shuffle would be shorter, but GCC 12 compiles it to scalar code).
+__attribute__((always_inline)) inline f32x16 e2m1_values16(u32x16 c) {
+  using i32x16 = int32_t __attribute__((vector_size(64)));
+  const u32x16 e = (c >> 1) & 3u, m = c & 1u;
+  const f32x16 normal = (f32x16)(((e + 126u) << 23) | (m << 22));
+  const f32x16 sub = __builtin_convertvector(m, f32x16) * 0.5f;
+  const f32x16 mag = (i32x16)(e == 0u) ? sub : normal;
+  return (f32x16)((u32x16)mag | ((c & 8u) << 28));
+}
+
+/// The E4M3 (fn) values of 16 codes, as math::fp8_e4m3_value gives them one by one: 2^(e-7)
+/// (1 + m/8) built in the float's bits, subnormals m 2^-9, 0x7f and 0xff NaN, the sign last.
+__attribute__((always_inline)) inline f32x16 e4m3_values16(u32x16 c) {
+  using i32x16 = int32_t __attribute__((vector_size(64)));
+  const u32x16 e = (c >> 3) & 15u, m = c & 7u;
+  const f32x16 normal = (f32x16)(((e + 120u) << 23) | (m << 20));
+  const f32x16 sub = __builtin_convertvector(m, f32x16) * 0.001953125f; // 2^-9
+  const i32x16 is_sub = (i32x16)(e == 0u), is_nan = (i32x16)((c & 0x7fu) == 0x7fu);
+  const f32x16 nan = f32x16{} + __builtin_nanf("");
+  const f32x16 mag = is_nan ? nan : (is_sub ? sub : normal);
+  return (f32x16)((u32x16)mag | ((c & 0x80u) << 24));
+}
+
+/// out[r][n] for RB rows of x and the weight rows [n0, n1) of a 4- or 8-bit matrix packed
+/// along K, without decoding the weight into memory: per group g, the group's scale (and
+/// bias) factored out of the sum, x · (s q + b) = s (x · q) + b Σx (affine; Σx per row and
+/// group computed once per call, xsum: RB x groups, the factorisation MLX's qmv kernels use)
+/// or x · (v(q) s) = s (x · v(q)) (fp modes: E2M1 or E4M3 values v built from the codes'
+/// bits in the lanes). x · q runs in 16 float lanes from the codes
+/// shifted out in registers; float32 sums in a fixed lane order.
+template <int RB, int kBits, bool kAffine, typename T, typename S>
 inline void qmv_rows(const QMatrix& m, int64_t n0, int64_t n1, int64_t K, const float* const* x, T* const* out,
                      const float* xsum) {
-  const int gs = m.spec.group_size, bits = m.spec.bits;
+  const int gs = m.spec.group_size;
   const int64_t groups = K / gs;
+  const float* lut = kAffine ? nullptr : fp_code_table(kBits);
+  const auto values16 = [&](const uint32_t* wr, int64_t k0) {
+    const u32x16 c = codes16<kBits>(wr, k0);
+    if constexpr (kAffine) {
+      return __builtin_convertvector(c, f32x16);
+    } else if constexpr (kBits == 4) {
+      return e2m1_values16(c);
+    } else {
+      return e4m3_values16(c);
+    }
+  };
+  // fp modes: the scale codes' values from a table (E4M3 for nvfp4, E8M0 for the mx modes).
+  const float* scale_lut = kAffine ? nullptr : fp_scale_table(m.spec.mode);
+  const auto scale = [&](const S* sc, int64_t g) {
+    if constexpr (kAffine) return static_cast<float>(sc[g]);
+    else return scale_lut[sc[g]];
+  };
   for (int64_t n = n0; n < n1; ++n) {
     const uint32_t* wr = m.w + n * m.words;
     const S* sc = static_cast<const S*>(m.scales) + n * m.groups;
-    const S* bi = static_cast<const S*>(m.biases) + n * m.groups;
+    const S* bi = kAffine ? static_cast<const S*>(m.biases) + n * m.groups : nullptr;
     f32x16 acc[RB] = {};
     float bias_part[RB] = {};
     for (int64_t g = 0; g < groups; ++g) {
       f32x16 p[RB] = {};
       for (int e = 0; e < gs; e += kLanes) {
-        const f32x16 q = codes16(wr, g * gs + e, bits);
+        const f32x16 q = values16(wr, g * gs + e);
 #pragma GCC unroll 8
         for (int r = 0; r < RB; ++r) p[r] += load<f32x16>(x[r] + g * gs + e) * q;
       }
-      const float sg = static_cast<float>(sc[g]), bg = static_cast<float>(bi[g]);
+      const float sg = scale(sc, g);
 #pragma GCC unroll 8
-      for (int r = 0; r < RB; ++r) {
-        acc[r] += sg * p[r];
-        bias_part[r] += bg * xsum[r * groups + g];
+      for (int r = 0; r < RB; ++r) acc[r] += sg * p[r];
+      if constexpr (kAffine) {
+        const float bg = static_cast<float>(bi[g]);
+#pragma GCC unroll 8
+        for (int r = 0; r < RB; ++r) bias_part[r] += bg * xsum[r * groups + g];
       }
     }
     for (int r = 0; r < RB; ++r) {
@@ -262,12 +330,17 @@ inline void qmv_rows(const QMatrix& m, int64_t n0, int64_t n1, int64_t K, const 
       float v = l[0] + bias_part[r];
       // The factorisation turns an infinite x into inf·0 = NaN where a code is 0, and its
       // larger intermediates can overflow: a non-finite result is redone as the dequantize
-      // graph computes it, x · (s q + b).
+      // graph computes it, x · (s q + b) or x · (v(q) s).
       if (!std::isfinite(v)) [[unlikely]] {
         v = 0.0f;
         for (int64_t k = 0; k < K; ++k) {
-          const float wq = static_cast<float>(sc[k / gs]) * static_cast<float>(math::quant_code(wr, k, bits)) +
-                           static_cast<float>(bi[k / gs]);
+          const uint32_t q = math::quant_code(wr, k, kBits);
+          float wq;
+          if constexpr (kAffine) {
+            wq = static_cast<float>(sc[k / gs]) * static_cast<float>(q) + static_cast<float>(bi[k / gs]);
+          } else {
+            wq = lut[q] * scale(sc, k / gs);
+          }
           v += x[r][k] * wq;
         }
       }
@@ -276,20 +349,20 @@ inline void qmv_rows(const QMatrix& m, int64_t n0, int64_t n1, int64_t K, const 
   }
 }
 
-/// qmm for at most kQmvRows rows of x against an affine 4- or 8-bit weight packed along K
-/// (transpose): qmv_rows over N split across the thread pool. Returns false, doing nothing,
-/// for other modes, bit widths or layouts (qmm's decoding path runs them).
+/// qmm for at most kQmvRows rows of x against a weight packed along K (transpose) in affine
+/// 4 or 8 bits or an fp mode: qmv_rows over N split across the thread pool. Returns false,
+/// doing nothing, for other bit widths or layouts (qmm's decoding path runs them).
 template <typename T, typename S>
-bool qmv_affine(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>& rows) {
+bool qmv(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>& rows) {
   const int64_t R = rows.size();
   const int gs = w.spec.group_size;
-  if (!transpose || w.spec.mode != QuantMode::Affine || (w.spec.bits != 4 && w.spec.bits != 8) || R > kQmvRows ||
-      gs % kLanes != 0 || K % gs != 0) {
+  const bool affine = w.spec.mode == QuantMode::Affine;
+  if (!transpose || (w.spec.bits != 4 && w.spec.bits != 8) || R > kQmvRows || gs % kLanes != 0 || K % gs != 0) {
     return false;
   }
   const int64_t groups = K / gs;
-  std::vector<float> xsum(static_cast<size_t>(R * groups));
-  for (int64_t r = 0; r < R; ++r) {
+  std::vector<float> xsum(affine ? static_cast<size_t>(R * groups) : 0);
+  for (int64_t r = 0; affine && r < R; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       float t = 0.0f;
       for (int e = 0; e < gs; ++e) t += rows.x[r][g * gs + e];
@@ -300,8 +373,17 @@ bool qmv_affine(const QMatrix& w, bool transpose, int64_t N, int64_t K, const Ro
     vectorized([&] {
       // Every row of x in one pass over the weight (R of 1 to 8 instantiated).
       [&]<int... Rs>(std::integer_sequence<int, Rs...>) {
-        ((R == Rs + 1 ? qmv_rows<Rs + 1, T, S>(w, n0, n1, K, rows.x.data(), rows.out.data(), xsum.data()) : void()),
-         ...);
+        // dispatch_qmm gives the fp modes S = uint8_t (scale codes), affine S = T.
+        const auto run = [&]<int RB>() {
+          constexpr bool fp = std::is_same_v<S, uint8_t>;
+          const float* xs = fp ? nullptr : xsum.data();
+          if (w.spec.bits == 4) {
+            qmv_rows<RB, 4, !fp, T, S>(w, n0, n1, K, rows.x.data(), rows.out.data(), xs);
+          } else {
+            qmv_rows<RB, 8, !fp, T, S>(w, n0, n1, K, rows.x.data(), rows.out.data(), xs);
+          }
+        };
+        ((R == Rs + 1 ? run.template operator()<Rs + 1>() : void()), ...);
       }(std::make_integer_sequence<int, int(kQmvRows)>{});
     });
   });
@@ -394,7 +476,7 @@ void qmm(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>
     return;
   }
   if (R >= kBlasRows && qmm_blas<T, S>(w, transpose, N, K, rows)) return;
-  if (qmv_affine<T, S>(w, transpose, N, K, rows)) return;
+  if (qmv<T, S>(w, transpose, N, K, rows)) return;
   const int gs = w.spec.group_size;
   if (transpose) {
     // Two weight rows decoded at a time, each dotted with every row of a chunk of x.
