@@ -141,8 +141,11 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
   };
   // Without a repetition penalty the next step needs nothing from the host: it is built and
   // queued (async_eval) before this step's token is read, so the host prepares step i + 1
-  // while the device runs step i (mlx-lm's generate_step does the same). A stop discards the
-  // step queued ahead. With the penalty each step waits for the token it penalises.
+  // while the device runs step i (mlx-lm's generate_step does the same). A stop waits for the
+  // step queued ahead, then discards it: nothing this call queued is still running when it
+  // returns (a step left running raced the process's exit, OpenBLAS torn down under a stream
+  // worker's matmul: a crash in 1 of ~150 runs of a test that stops at a stop string). With
+  // the penalty each step waits for the token it penalises.
   const bool pipelined = !penalise;
   array next = sampler(last_row(logits), context_array());
   if (pipelined) {
@@ -175,6 +178,7 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
     bool go_on = on_token ? on_token(token) : true;
     if (eos || !go_on) {
       result.finish_reason = "stop";
+      if (ahead) eval(*ahead);
       break;
     }
     if (ahead) {
