@@ -3,7 +3,12 @@
 // destroyed without recursion).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <thread>
+
+#include <sys/wait.h>
 
 #include "test_utils.h"
 
@@ -189,4 +194,29 @@ TEST(Eval, ASchedulingErrorLeavesNoNodeWaitingForever) {
   EXPECT_THROW(eval(y), std::exception);
   eval(x);
   expect_close(x, {4}, {2, 2, 2, 2});
+}
+
+// A program may return from main with work in flight (an async_eval never waited for): the
+// exit waits for the stream workers (up to 2 s) before the libraries they call are torn
+// down. The child is this test binary run again with NUVEC_EXIT_CHILD=1 (its own process,
+// its own workers): it queues 16 float32 matmuls of 1024³ on the CPU (OpenBLAS) and exits at
+// once; without the drain, OpenBLAS's teardown ran under the worker's sgemm (SIGSEGV).
+TEST(Eval, ExitWithWorkInFlight) {
+  if (std::getenv("NUVEC_EXIT_CHILD")) {
+    array a = random::normal({1024, 1024}, float32, 0.0, 1.0, std::nullopt, Device::cpu);
+    eval(a);
+    array b = a;
+    for (int i = 0; i < 16; ++i) b = matmul(b, a, Device::cpu);
+    async_eval({b});
+    std::exit(0);
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (int run = 0; run < 5; ++run) {
+    // A timeout: without the drain the child could also hang in OpenBLAS's shutdown.
+    const std::string cmd =
+        "NUVEC_EXIT_CHILD=1 timeout 120 '" + self + "' --gtest_filter=Eval.ExitWithWorkInFlight > /dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << "the child ended by a signal: status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
 }

@@ -14,6 +14,7 @@
 #include <deque>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <sstream>
@@ -72,6 +73,9 @@ class StreamWorker {
 
   // Ready once the worker has run its last task.
   std::shared_future<void> finished() const { return finished_; }
+
+  // Whether the calling thread is this worker's.
+  bool is_current() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   void run() {
@@ -281,6 +285,38 @@ Stream resolve(const Stream& s) {
   return stream_from_thread_local_stream(ThreadLocalStream(s.index, s.device));
 }
 
+// At exit (registered when the first worker starts, so it runs before the libraries' own
+// finalisers): waits for every worker to reach the end of what was queued so far, at most
+// kExitDrain in all. A program may return from main with work in flight (an async_eval it
+// never waited for); without this, a worker could still be inside OpenBLAS or the CUDA
+// runtime while their teardown frees what it uses (a crash after a passing test). A worker
+// blocked for good (a wait on a signal that never comes) costs the deadline, not a hang;
+// exit called from a task leaves that task's own worker alone.
+constexpr auto kExitDrain = std::chrono::seconds(2);
+pid_t drain_pid = 0; // the process that registered drain_at_exit (a fork's child has no workers)
+
+void drain_at_exit() {
+  if (getpid() != drain_pid) return;
+  std::vector<std::shared_ptr<StreamWorker>> workers;
+  {
+    auto& r = registry();
+    std::shared_lock lk(r.mtx);
+    for (auto& rec : r.records) {
+      if (rec.worker) workers.push_back(rec.worker);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kExitDrain;
+  std::vector<std::future<void>> reached;
+  for (auto& w : workers) {
+    if (tls_on_worker && w->is_current()) continue;
+    auto mark = std::make_shared<std::promise<void>>();
+    std::function<void()> task = [mark] { mark->set_value(); };
+    std::future<void> f = mark->get_future();
+    if (w->enqueue(task)) reached.push_back(std::move(f));
+  }
+  for (auto& f : reached) f.wait_until(deadline);
+}
+
 // The worker of s, started if it has none. Throws for an unknown stream or a cleared
 // new_stream stream.
 std::shared_ptr<StreamWorker> worker_for(const Stream& s) {
@@ -306,6 +342,11 @@ std::shared_ptr<StreamWorker> worker_for(const Stream& s) {
     std::unique_lock lk(r.mtx);
     Record& rec = usable(find(r, s));
     if (!rec.worker) {
+      static std::once_flag at_exit;
+      std::call_once(at_exit, [] {
+        drain_pid = getpid();
+        std::atexit(drain_at_exit);
+      });
       rec.worker = std::make_shared<StreamWorker>(rec.previous);
       // A cleared (non-strict) stream still in use: the thread using it takes it over, so
       // its clear_streams or exit ends the new worker. Worker threads own nothing.
