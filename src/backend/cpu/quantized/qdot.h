@@ -126,17 +126,16 @@ inline void decode_groups(const QMatrix& m, int64_t row, int64_t g0, int64_t g1,
   }
 }
 
-/// The float32 value of every scale code (256) of an fp mode: E4M3 for nvfp4, E8M0 else.
+/// The float32 value of every scale code (256) of an fp mode: E4M3 for nvfp4 (the code
+/// table of the 8-bit values), E8M0 for the mx modes.
 inline const float* fp_scale_table(QuantMode mode) {
-  static const auto tables = [] {
-    std::vector<float> t(2 * 256);
-    for (uint32_t c = 0; c < 256; ++c) {
-      t[c] = math::fp_scale_value(QuantMode::Nvfp4, c);
-      t[256 + c] = math::fp_scale_value(QuantMode::Mxfp4, c);
-    }
+  if (mode == QuantMode::Nvfp4) return fp_code_table(8);
+  static const auto e8m0 = [] {
+    std::vector<float> t(256);
+    for (uint32_t c = 0; c < 256; ++c) t[c] = math::e8m0_value(c);
     return t;
   }();
-  return tables.data() + (mode == QuantMode::Nvfp4 ? 0 : 256);
+  return e8m0.data();
 }
 
 /// Partials per row of the dot products: 16 floats fill one AVX-512 register, two AVX2 ones.
@@ -221,6 +220,7 @@ inline void split_work(int64_t n, int64_t work, F&& f) {
 inline constexpr int64_t kQmvRows = 8;
 
 using u32x16 = uint32_t __attribute__((vector_size(64)));
+using i32x16 = int32_t __attribute__((vector_size(64))); // lane masks of the selects below
 
 /// The 16 codes k0 .. k0 + 15 (k0 a multiple of 16) of a packed row of 4- or 8-bit codes.
 template <int kBits>
@@ -228,7 +228,6 @@ __attribute__((always_inline)) inline u32x16 codes16(const uint32_t* row, int64_
   // Each word broadcast to the lanes of its codes (a select with a constant mask), each lane
   // shifting out its own code: vector ops only (GCC 12 turned byte shuffles and u8 -> u32
   // conversions of these vector types into scalar code, 4-10x slower).
-  using i32x16 = int32_t __attribute__((vector_size(64)));
   if constexpr (kBits == 4) {
     const uint32_t* w = row + k0 / 8;
     const u32x16 a = u32x16{} + w[0], b = u32x16{} + w[1];
@@ -249,7 +248,6 @@ __attribute__((always_inline)) inline u32x16 codes16(const uint32_t* row, int64_
 /// (1 + m/2) built in the float's bits, subnormals m/2, the sign last (a 16-entry table
 /// shuffle would be shorter, but GCC 12 compiles it to scalar code).
 __attribute__((always_inline)) inline f32x16 e2m1_values16(u32x16 c) {
-  using i32x16 = int32_t __attribute__((vector_size(64)));
   const u32x16 e = (c >> 1) & 3u, m = c & 1u;
   const f32x16 normal = (f32x16)(((e + 126u) << 23) | (m << 22));
   const f32x16 sub = __builtin_convertvector(m, f32x16) * 0.5f;
@@ -260,7 +258,6 @@ __attribute__((always_inline)) inline f32x16 e2m1_values16(u32x16 c) {
 /// The E4M3 (fn) values of 16 codes, as math::fp8_e4m3_value gives them one by one: 2^(e-7)
 /// (1 + m/8) built in the float's bits, subnormals m 2^-9, 0x7f and 0xff NaN, the sign last.
 __attribute__((always_inline)) inline f32x16 e4m3_values16(u32x16 c) {
-  using i32x16 = int32_t __attribute__((vector_size(64)));
   const u32x16 e = (c >> 3) & 15u, m = c & 7u;
   const f32x16 normal = (f32x16)(((e + 120u) << 23) | (m << 20));
   const f32x16 sub = __builtin_convertvector(m, f32x16) * 0.001953125f; // 2^-9
@@ -275,8 +272,8 @@ __attribute__((always_inline)) inline f32x16 e4m3_values16(u32x16 c) {
 /// bias) factored out of the sum, x · (s q + b) = s (x · q) + b Σx (affine; Σx per row and
 /// group computed once per call, xsum: RB x groups, the factorisation MLX's qmv kernels use)
 /// or x · (v(q) s) = s (x · v(q)) (fp modes: E2M1 or E4M3 values v built from the codes'
-/// bits in the lanes). x · q runs in 16 float lanes from the codes
-/// shifted out in registers; float32 sums in a fixed lane order.
+/// bits in the lanes). x · q runs in 16 float lanes from the codes shifted out in registers;
+/// float32 sums in a fixed lane order.
 template <int RB, int kBits, bool kAffine, typename T, typename S>
 inline void qmv_rows(const QMatrix& m, int64_t n0, int64_t n1, int64_t K, const float* const* x, T* const* out,
                      const float* xsum) {
