@@ -20,7 +20,7 @@ OUT_DIR/tokenizer_cases.json holds lines of mixed text and the tokenizers librar
         [--name reference_bf16.safetensors]
 writes only MODEL_DIR/NAME, transformers' answers for an existing model directory in that
 dtype (tests/lm_model_test.cpp's NUVEC_LM_CHECK compares nuvec with it).
-    python3 scripts/lm_make_fixtures.py --conditioned MODEL_DIR OUT_DIR [--device cuda]
+    python3 scripts/lm_make_fixtures.py --conditioned MODEL_DIR OUT_DIR [--scale S] [--device cuda]
 writes a well-conditioned copy of a fixture for the half-type checks, with its float32
 reference.safetensors (see conditioned_copy).
 The tests in tests/lm_model_test.cpp read these from tests/data/lm/.
@@ -222,18 +222,19 @@ def reference_for(model_dir, dtype, device, name):
     write_reference(model, model_dir, model.config.vocab_size, name, device)
 
 
-def conditioned_copy(model_dir, out_dir, device):
+def conditioned_copy(model_dir, out_dir, device, scale):
     """--conditioned: a copy of a fixture that a half-type comparison can judge.
 
-    The fixtures are built to make mistakes visible in float32 (initializer_range 0.1, norm
-    weights near 1.3), and the MoE ones route each token to 2 of 8 experts. In bfloat16 both
-    make them chaotic: a top-k decided the other way by one rounding changes a position's
-    logits by 0.3 to 1 (nuvec in float32 with only the weights rounded to bfloat16 already
-    routes 4 positions of qwen3_next's 33-token prompt differently in one layer), and
-    Qwen3-Next's (1 + w) norms and recurrent state amplify a rounding about 3-fold per layer.
-    The copy routes every token to every expert (num_experts_per_tok = the number of experts:
-    the same router softmax, gather_mm and shared expert, with no discrete decision) and scales
-    the matrices by 0.2 (transformers' default initializer_range, 0.02)."""
+    The MoE fixtures route each token to 2 of 8 experts, and in bfloat16 a top-k decided the
+    other way by one rounding moves a position's logits by 0.3 to 1 (nuvec in float32 with only
+    the weights rounded to bfloat16 already routes 4 positions of qwen3_next's 33-token prompt
+    differently in one layer; transformers' bf16 flips others). The copy routes every token to
+    every expert (num_experts_per_tok = the number of experts: the same router softmax,
+    gather_mm over sorted pairs and shared expert, with no discrete decision). --scale S
+    multiplies every matrix but the depthwise conv's by S: Qwen3-Next's fixture (norm
+    weights near 1.3 in (1 + w) norms, initializer_range 0.1) amplifies a bfloat16 rounding
+    to 0.27 of the logits even so; at S = 0.2 (transformers' default initializer_range, 0.02)
+    0.07. The MoE copies keep S = 1, so that their experts weigh fully in the logits."""
     import shutil
     from transformers import AutoConfig, AutoModelForCausalLM
     shutil.copytree(model_dir, out_dir, dirs_exist_ok=True)
@@ -245,11 +246,11 @@ def conditioned_copy(model_dir, out_dir, device):
                                                  attn_implementation="eager")
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() >= 2 and "conv1d" not in name:
-                p.mul_(0.2)
+            if p.dim() >= 2 and "conv1d" not in name and not name.endswith("bias"):
+                p.mul_(scale)
     model.eval()
     for fn in os.listdir(out_dir):
-        if fn.startswith("model") and fn.endswith(".safetensors") or fn.startswith("reference"):
+        if fn.startswith("model") and fn.endswith((".safetensors", ".safetensors.index.json")) or fn.startswith("reference"):
             os.remove(os.path.join(out_dir, fn))
     model.save_pretrained(out_dir, safe_serialization=True)
     write_reference(model.to(device), out_dir, config.vocab_size, "reference.safetensors", device)
@@ -263,12 +264,13 @@ def main():
                     help="only write transformers' answers for this model directory")
     ap.add_argument("--conditioned", nargs=2, metavar=("MODEL_DIR", "OUT_DIR"),
                     help="write a well-conditioned copy of MODEL_DIR for the half-type checks")
+    ap.add_argument("--scale", type=float, default=1.0, help="--conditioned: matrices times this")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--name", default="reference.safetensors")
     args = ap.parse_args()
     if args.conditioned:
-        conditioned_copy(*args.conditioned, args.device)
+        conditioned_copy(*args.conditioned, args.device, args.scale)
         return
     if args.reference:
         reference_for(args.reference, args.dtype, args.device, args.name)
