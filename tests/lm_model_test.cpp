@@ -237,10 +237,12 @@ class ReferenceDirs : public ::testing::TestWithParam<ReferenceCheck> {};
 //    prompt is judged only through the mean below;
 //  - over the directory: nuvec's mean per-position distance from float32 (over the closest
 //    nine tenths of the positions on each side, so that a few decisions flipped on one side
-//    only do not decide) is at most 1.5 times transformers' plus 1e-2; and transformers' own mean is below 0.25, else the fixture is
-//    too chaotic in that dtype to judge anything (scripts/lm_make_fixtures.py --conditioned
-//    makes copies that are not: the top-2 MoE fixtures route positions the other way after
-//    rounding only the weights).
+//    only do not decide) is at most 1.5 times transformers' plus 1e-2; and transformers' own
+//    mean is below 0.25, else the fixture is too chaotic in that dtype to judge anything
+//    (scripts/lm_make_fixtures.py --conditioned makes copies that are not: the top-2 MoE
+//    fixtures route positions the other way after rounding only the weights).
+// The decode path (prefill of all but the last token, then one step through the cache) is
+// judged the same way at the last position.
 // Logits unrelated to the model (zeros, garbage) are 1 or more from float32 at every position,
 // so their mean misses 1.5 · 0.25 + 1e-2.
 TEST_P(ReferenceDirs, LogitsMatchTheReference) {
@@ -261,19 +263,36 @@ TEST_P(ReferenceDirs, LogitsMatchTheReference) {
     const array& want = arrays.at("logits_" + k);
     array logits = model(reshape(prompt, {1, prompt.shape(0)}));
     const double err = relative_error(reshape(logits, want.shape()), want);
+    std::optional<array> truth;
     if (exact && exact->count("logits_" + k) && exact->count("prompt_" + k) &&
         array_equal(exact->at("prompt_" + k), prompt).item<bool>()) {
-      const array& truth = exact->at("logits_" + k);
-      const array mine = reshape(logits, truth.shape());
-      const double own = relative_error(mine, truth);
-      const double theirs = relative_error(want, truth);
+      truth = exact->at("logits_" + k);
+      const array mine = reshape(logits, truth->shape());
+      const double own = relative_error(mine, *truth);
+      const double theirs = relative_error(want, *truth);
       std::printf("[reference] %s %s prompt %d: from float32, nuvec %.3g, transformers %.3g\n", c.dir.c_str(),
                   c.dtype.c_str(), i, own, theirs);
       EXPECT_EQ(half_type_prompt_mismatch(err, theirs, tol), "") << c.dir << " (" << c.dtype << ") prompt " << i;
-      for (double d : row_errors(mine, truth)) own_j.push_back(d);
-      for (double d : row_errors(want, truth)) theirs_j.push_back(d);
+      for (double d : row_errors(mine, *truth)) own_j.push_back(d);
+      for (double d : row_errors(want, *truth)) theirs_j.push_back(d);
     } else {
       EXPECT_LT(err, tol) << c.dir << " (" << c.dtype << ") prompt " << i;
+    }
+    if (const int L = prompt.shape(0); L > 1) {
+      Cache cache = model.make_cache(1, L);
+      model(reshape(slice(prompt, {0}, {L - 1}), {1, L - 1}), &cache);
+      array step = model(reshape(slice(prompt, {L - 1}, {L}), {1, 1}), &cache);
+      auto last = [&](const array& a) { return slice(a, {L - 1, 0}, {L, a.shape(1)}); };
+      const array want_last = last(want);
+      const double step_err = relative_error(reshape(step, want_last.shape()), want_last);
+      std::printf("[reference] %s %s prompt %d: decode step's logits %.3g from transformers'\n", c.dir.c_str(),
+                  c.dtype.c_str(), i, step_err);
+      if (truth) {
+        EXPECT_EQ(half_type_prompt_mismatch(step_err, relative_error(want_last, last(*truth)), tol), "")
+            << c.dir << " (" << c.dtype << ") prompt " << i << ", decode step";
+      } else {
+        EXPECT_LT(step_err, tol) << c.dir << " (" << c.dtype << ") prompt " << i << ", decode step";
+      }
     }
     GenerationOptions options;
     options.max_tokens = arrays.at("greedy_" + k).shape(0);
