@@ -286,6 +286,22 @@ TEST(FastGatedDelta, SlotsOfAPool) {
       EXPECT_THROW(eval({y, updated}), std::out_of_range) << describe(c);
     }
   }
+  // Two sequences naming one row (6 and -1 are the same row of 7) would race on it: refused at
+  // eval, naming the op, by the CPU kernel and both GPU kernels.
+  for (const Case& c : {Case{3, 4, 1, 2, 32, 16}, Case{3, 70, 1, 2, 32, 16}}) {
+    const Inputs in = make_inputs(c, float32, float32);
+    const array pool = zeros({pool_size, c.hv, c.dv, c.dk});
+    for (const array& slots : {array({1, 1, 1}, int32), array({0, 6, -1}, int32), array({3, 2, 3}, int64)}) {
+      auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, slots);
+      try {
+        eval({y, updated});
+        ADD_FAILURE() << "no exception " << describe(c);
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("distinct"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("gated_delta_slots"), std::string::npos) << e.what();
+      }
+    }
+  }
   const Case c{3, 4, 1, 2, 32, 16};
   const Inputs in = make_inputs(c, float32, float32);
   const array pool = zeros({pool_size, c.hv, c.dv, c.dk});

@@ -337,9 +337,13 @@ std::pair<array, array> gated_delta_steps(
 /// integers in [-P, P) (negative ones count from the end), distinct. Returns {y, the updated
 /// pool} (a new array: rows not named by slots are the pool's). Throws std::invalid_argument
 /// naming gated_delta_slots for a pool or slots of the wrong shape or non-integer slots (and
-/// as gated_delta for the rest), and std::out_of_range at evaluation for a slot outside the
-/// pool. Kernels: as gated_delta, the pool copied and the named rows gathered and written in
-/// the same pass; the fallback takes the rows, runs gated_delta and puts them back.
+/// as gated_delta for the rest), std::out_of_range at evaluation for a slot outside the pool,
+/// and std::invalid_argument at evaluation for two slots naming one row (their sequences would
+/// race on it; the kernels check, on the CPU and the GPU). Kernels: as gated_delta, the pool
+/// copied and the named rows gathered and written in the same pass; the fallback (q, k, v of
+/// different dtypes; on the GPU also float64 or a Dk the kernels do not cover) takes the rows,
+/// runs gated_delta and puts them back, and does not check repeats (which sequence's state
+/// lands is then unspecified).
 std::pair<array, array> gated_delta_slots(
     const array& q,
     const array& k,

@@ -46,6 +46,26 @@ __device__ __forceinline__ void record_index_error(IndexError* err, int64_t valu
   }
 }
 
+/// Records that index `value` is repeated where the op needs distinct ones (flag 2: reported
+/// as std::invalid_argument) unless an error is recorded already.
+__device__ __forceinline__ void record_repeat_error(IndexError* err, int64_t value) {
+  if (err != nullptr && atomicCAS(&err->flag, 0, 2) == 0) {
+    err->value = value;
+    err->n = 0;
+    err->axis = 0;
+  }
+}
+
+/// Whether a sequence other than b of the n in `slots` names pool row `row` (slots in
+/// [-pool, pool), negative ones from the end; out-of-range ones name no row).
+__device__ __forceinline__ bool slot_named_twice(const int32_t* slots, int n, int b, int64_t row, int64_t pool) {
+  for (int i = 0; i < n; ++i) {
+    const int64_t r = slots[i] < 0 ? int64_t(slots[i]) + pool : int64_t(slots[i]);
+    if (i != b && r == row) return true;
+  }
+  return false;
+}
+
 namespace detail {
 
 /// Zeroes out's bytes when *err holds an error and copies the record to the pinned slot.
@@ -124,7 +144,10 @@ inline void report_index_error(ErrorSlots::Slot slot, const char* op, bool keep 
       // clearing the record after reading it (which could wipe that replay's error).
       e.flag = __atomic_exchange_n(&slot.host->flag, 0, __ATOMIC_ACQ_REL);
     }
-    if (e.flag != 0) {
+    if (e.flag == 2) {
+      record_kernel_error(std::make_exception_ptr(std::invalid_argument(error_message(
+          op, "slots must name distinct pool rows; row ", e.value, " is named by two sequences."))));
+    } else if (e.flag != 0) {
       record_kernel_error(std::make_exception_ptr(std::out_of_range(error_message(
           op, "indices must lie in [", -e.n, ", ", e.n, ") along axis ", e.axis,
           " (of size ", e.n, "); got ", e.value, "."))));

@@ -5,6 +5,7 @@
 // the update). q, k, v, g and beta are converted to the recurrence's dtype first: they are
 // O(T·D) against the O(T·Dv·Dk) work. States are written in the state's dtype per (b, h) (per
 // step for the steps mode); the slots mode copies the pool and writes the named rows.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -98,6 +99,13 @@ void gated_delta_cpu(GatedDeltaMode mode, const std::vector<array>& inputs, std:
     const array slots = cpu::as_row_contiguous(inputs[6]);
     const int32_t* sp = slots.data<int32_t>();
     for (int64_t b = 0; b < o.b; ++b) source[b] = cpu::checked_index(sp[b], state.shape(0), 0, "gated_delta_slots");
+    // Two sequences writing one row would race (tasks per (sequence, head)): refused.
+    std::vector<int64_t> sorted = source;
+    std::sort(sorted.begin(), sorted.end());
+    if (auto at = std::adjacent_find(sorted.begin(), sorted.end()); at != sorted.end()) {
+      throw_invalid_argument("gated_delta_slots", "slots must name distinct pool rows; row ", *at,
+                             " is named by two sequences.");
+    }
     cpu::copy_strided(state, states); // the rows no sequence names
   } else {
     for (int64_t b = 0; b < o.b; ++b) source[b] = b;

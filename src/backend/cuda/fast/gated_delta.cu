@@ -97,6 +97,10 @@ __global__ void __launch_bounds__(kThreads) gated_delta_kernel(Args<T, S> a) {
       return; // the whole block: every thread has this b
     }
     from = slot < 0 ? slot + a.pool : slot;
+    if (cu::slot_named_twice(a.slots, gridDim.x / a.hv, b, from, a.pool)) {
+      if (threadIdx.x == 0 && blockIdx.y == 0) cu::record_repeat_error(a.err, from);
+      return; // two sequences would race on the row
+    }
   }
   const int64_t head_row = (int64_t(h) * a.dv + row) * a.dk + lane * kElems; // within a state
   const int64_t state_size = int64_t(a.hv) * a.dv * a.dk;

@@ -266,6 +266,10 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
       return; // the whole block: every thread has this b
     }
     from = slot < 0 ? slot + a.pool : slot;
+    if (cu::slot_named_twice(a.slots, gridDim.y / a.hv, b, from, a.pool)) {
+      if (tid == 0 && blockIdx.x == 0) cu::record_repeat_error(a.err, from);
+      return; // two sequences would race on the row
+    }
   }
   const int lds = a.dk + 4;
   float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
