@@ -378,3 +378,25 @@ TEST(FastPagedAttention, PagedWriteReusesAPoolNothingElseSees) {
   expect_allclose(pool2, want, 0, 0);
   expect_allclose(keep, base, 0, 0);
 }
+
+// 64-bit block ids and lengths past int32's range clamp as the documented ones do (to the last
+// block, to the capacity; negative ones to 0), on the default device: they were cast to int32
+// and wrapped (2^32 + 1 became 1).
+TEST(FastPagedAttention, WideIndicesClampWithoutWrapping) {
+  const int b = 3, hkv = 2, hq = 4, d = 64, bs = 4, blocks = 5, max_blocks = 3;
+  array q = astype(randn({b, hq, 1, d}), float32);
+  array kc = randn({blocks, hkv, bs, d}), vc = randn({blocks, hkv, bs, d});
+  const int64_t big = (int64_t(1) << 32);
+  const std::vector<int64_t> wide_ids{big + 2, 0, 3, 1, -big + 1, 2, 4, big * 3, 0};
+  array wide_tables = array(wide_ids.begin(), {b, max_blocks}, int64);
+  array clamped_tables = array({blocks - 1, 0, 3, 1, 0, 2, 4, blocks - 1, 0}, {b, max_blocks}, int32);
+  const std::vector<int64_t> wide_lens{big + 1, 7, -big + 3};
+  array wide_lengths = array(wide_lens.begin(), {b}, int64);
+  array clamped_lengths = array({max_blocks * bs, 7, 0}, {b}, int32);
+  array got = fast::paged_attention(q, kc, vc, wide_tables, wide_lengths, 0.2f);
+  array want = fast::paged_attention(q, kc, vc, clamped_tables, clamped_lengths, 0.2f);
+  expect_allclose(got, want, 0.0, 0.0);
+  const std::vector<uint64_t> unsigned_lens{uint64_t(big) + 1, 7, 0};
+  array unsigned_lengths = array(unsigned_lens.begin(), {b}, uint64);
+  expect_allclose(fast::paged_attention(q, kc, vc, clamped_tables, unsigned_lengths, 0.2f), want, 0.0, 0.0);
+}

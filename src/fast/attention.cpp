@@ -3,6 +3,7 @@
 // graphs (the meaning every kernel is tested against) and the rules of the attention
 // primitives. The planner's decisions: attention_plan.cpp; the kernels: attention.h.
 #include "fast/attention.h"
+#include "fast/int32_indices.h"
 
 #include <algorithm>
 #include <limits>
@@ -615,8 +616,8 @@ array paged_attention(
   }
   const Stream stream = to_stream(s);
   std::vector<array> in{
-      q, astype(k_cache, dt, stream), astype(v_cache, dt, stream), astype(block_tables, int32, stream),
-      astype(lengths, int32, stream)};
+      q, astype(k_cache, dt, stream), astype(v_cache, dt, stream), fast::detail::saturate_to_int32(block_tables, stream),
+      fast::detail::saturate_to_int32(lengths, stream)};
   auto prim = std::make_shared<PagedAttention>(stream, scale);
   const bool covers = on_gpu(stream) && (dt == float16 || dt == bfloat16 || dt == float32) &&
       (d == 64 || d == 128 || d == 256) && power_of_two(k_cache.shape(2)) &&

@@ -4,6 +4,7 @@
 // when an input is float64), which is the op's meaning: the kernels are tested against it,
 // and vjp and jvp are its derivatives.
 #include "fast/gated_delta.h"
+#include "fast/int32_indices.h"
 
 #include <cstdint>
 #include <limits>
@@ -66,18 +67,6 @@ std::vector<array> gated_delta_slots_graph(const std::vector<array>& in, StreamO
   auto out = gated_delta_graph(args, false, s);
   const array at = broadcast_to(reshape(slots, {-1, 1, 1, 1}, s), out[1].shape(), s);
   return {out[0], put_along_axis(pool, at, out[1], 0, s)};
-}
-
-// Slots as int32 for the kernels and the fallback's take: a value int32 cannot hold lies
-// outside any pool, so it becomes int32's largest (still out of range) instead of wrapping
-// into a valid row.
-array int32_slots(const array& slots, StreamOrDevice s) {
-  const Dtype dt = slots.dtype();
-  if (dt == int32 || size_of(dt) < 4) return astype(slots, int32, s);
-  const int64_t hi = std::numeric_limits<int32_t>::max(), lo = std::numeric_limits<int32_t>::min();
-  array wide = greater(slots, astype(array(hi, int64), dt, s), s);
-  if (issubdtype(dt, signedinteger)) wide = logical_or(wide, less(slots, astype(array(lo, int64), dt, s), s), s);
-  return astype(where(wide, astype(array(hi, int64), dt, s), slots, s), int32, s);
 }
 
 void check_floating(const char* op, const char* name, const array& x) {
@@ -206,7 +195,7 @@ std::pair<array, array> gated_delta_slots(
         op, "slots must be [", q.shape(0), "] integers (one pool row per sequence); got ", slots.dtype(), " ",
         slots.shape(), ".");
   }
-  const array sl = int32_slots(slots, s);
+  const array sl = fast::detail::saturate_to_int32(slots, s); // out of range stays out of range
   const Stream stream = to_stream(s);
   auto out = fast::record_or_fallback(
       kernel_covers(stream, q, k, v, g, beta, pool), std::make_shared<GatedDelta>(stream, GatedDeltaMode::slots),
