@@ -428,3 +428,32 @@ TEST(FastAttention, BadInputThrowsNamingTheOp) {
   expect_throws_naming<std::invalid_argument>([&] { fast::paged_write(kc, randn({3, 2, 8}, float32), zeros({2}, int32)); }, wop);
   expect_throws_naming<std::invalid_argument>([&] { fast::paged_write(kc, randn({3, 2, 8}, float32), zeros({3}, float32)); }, wop);
 }
+
+// Empty queries give empty results and no keys give zeros (MLX's composed fallback), with a
+// mask or sinks too; paged_attention likewise for an empty batch or no new positions, and a
+// block size of 0 is refused when the op is called. (The nodes' log-sum-exp over no keys
+// threw at eval, naming logsumexp.)
+TEST(FastAttention, EmptyShapesGiveEmptyOrZeros) {
+  auto n = [](Shape s) { return astype(random::normal(s), float32); };
+  auto check = [](const array& y, const Shape& shape) {
+    ASSERT_EQ(y.shape(), shape);
+    EXPECT_EQ(max(abs(y)).item<float>(), 0.0f);
+  };
+  auto empty = [](const array& y, const Shape& shape) {
+    ASSERT_EQ(y.shape(), shape);
+    eval(y);
+    EXPECT_EQ(y.size(), 0u);
+  };
+  empty(fast::scaled_dot_product_attention(n({0, 4, 3, 8}), n({0, 2, 5, 8}), n({0, 2, 5, 8}), 0.3f), {0, 4, 3, 8});
+  empty(fast::scaled_dot_product_attention(n({2, 4, 0, 8}), n({2, 2, 5, 8}), n({2, 2, 5, 6}), 0.3f, "causal"),
+        {2, 4, 0, 6});
+  check(fast::scaled_dot_product_attention(n({2, 4, 3, 8}), n({2, 2, 0, 8}), n({2, 2, 0, 6}), 0.3f), {2, 4, 3, 6});
+  check(fast::scaled_dot_product_attention(n({2, 4, 3, 8}), n({2, 2, 0, 8}), n({2, 2, 0, 8}), 0.3f, "",
+                                           zeros({2, 4, 3, 0}, bool_), n({4})),
+        {2, 4, 3, 8});
+  const array kc = n({3, 2, 4, 8}), tables = zeros({2, 2}, int32), lengths = array({3, 5}, int32);
+  empty(fast::paged_attention(n({2, 4, 0, 8}), kc, kc, tables, lengths, 0.3f), {2, 4, 0, 8});
+  empty(fast::paged_attention(n({0, 4, 1, 8}), kc, kc, zeros({0, 2}, int32), zeros({0}, int32), 0.3f), {0, 4, 1, 8});
+  EXPECT_THROW(fast::paged_attention(n({2, 4, 1, 8}), n({3, 2, 0, 8}), n({3, 2, 0, 8}), tables, lengths, 0.3f),
+               std::invalid_argument);
+}

@@ -198,8 +198,9 @@ struct AttentionPlan {
 /// (mask_arr used when given), "causal" (aligned at the end: query i sees keys
 /// j <= i + Lk − Lq) or "array"; mask_arr bool (true attends; a row with nothing visible
 /// attends uniformly, as MLX's fallback) or additive, broadcastable to [B, Hq, Lq, Lk]; sinks
-/// [Hq] one logit per head in the softmax without a value. Dtype: the promotion of q, k and
-/// v (real floating). Throws std::invalid_argument naming scaled_dot_product_attention for
+/// [Hq] one logit per head in the softmax without a value. No query (a 0 in q's shape) gives
+/// an empty result; no key (Lk 0) zeros, as MLX's composed fallback. Dtype: the promotion
+/// of q, k and v (real floating). Throws std::invalid_argument naming scaled_dot_product_attention for
 /// inputs not 4-D, mismatched batch, D or key/value heads, Hq not a multiple of Hkv, an
 /// unknown mask_mode, a mask with "causal", "array" without a mask, a mask that does not
 /// broadcast or promote, sinks not [Hq]. force_fused: run a fused kernel even where the plan
@@ -244,8 +245,9 @@ AttentionPlan plan_attention(
 /// query l of sequence b sees positions p < lengths[b] − L + 1 + l (lengths clamped to
 /// [0, max_blocks · block_size]). Output [B, Hq, L, D] in q's dtype. Throws
 /// std::invalid_argument naming paged_attention for shapes that do not fit, Hq not a
-/// multiple of Hkv, non-integer tables or lengths, tables or lengths of another batch, or
-/// empty caches. CUDA kernels for D 64/128/256 and power-of-two block sizes; elsewhere the
+/// multiple of Hkv, non-integer tables or lengths, tables or lengths of another batch,
+/// empty caches or a block size of 0. An empty q (B, Hq, L or D 0) gives an empty result.
+/// Table entries and lengths past int32 saturate before the clamp. CUDA kernels for D 64/128/256 and power-of-two block sizes; elsewhere the
 /// fallback (the listed blocks gathered, then masked attention). nuvec's own (seed 001).
 array paged_attention(
     const array& q,

@@ -452,6 +452,11 @@ array sdpa(
     call.mask = broadcast_to(mk, {queries.shape(0), queries.shape(1), queries.shape(2), keys.shape(2)}, stream);
   }
   if (options.sinks) call.sinks = astype(*options.sinks, dt, stream);
+  // No query, or no key to attend to: the composed graph's answer is empty, or zeros (MLX's
+  // fallback: a softmax over no scores times no values, and sinks carry no values), without
+  // a node (its log-sum-exp over no keys would throw at eval).
+  const Shape out_shape{queries.shape(0), queries.shape(1), queries.shape(2), values.shape(3)};
+  if (queries.size() == 0 || keys.shape(2) == 0 || values.shape(3) == 0) return zeros(out_shape, dt, stream);
   if (force_fused && plan.route == AttentionRoute::Composed) {
     throw_invalid_argument(
         kOp, "force_fused: no fused kernel covers q ", queries.shape(), ", k ", keys.shape(), ", v ", values.shape(),
@@ -614,7 +619,12 @@ array paged_attention(
     throw_invalid_argument(op, "the caches and the block tables must hold at least one block; got ", k_cache.shape(),
                            " and ", block_tables.shape(), ".");
   }
+  if (k_cache.shape(2) == 0) {
+    throw_invalid_argument(op, "the block size (k_cache.shape(2)) must be positive; got caches ", k_cache.shape(), ".");
+  }
   const Stream stream = to_stream(s);
+  // No query (no sequence, head or position, or head size 0): an empty result, without a node.
+  if (q.size() == 0) return zeros(q.shape(), dt, stream);
   std::vector<array> in{
       q, astype(k_cache, dt, stream), astype(v_cache, dt, stream), fast::detail::saturate_to_int32(block_tables, stream),
       fast::detail::saturate_to_int32(lengths, stream)};
