@@ -718,6 +718,11 @@ TEST(Transforms, BinaryGradAndVmap) {
     check_vmap(fv, {uniform({2, 3}, c.alo, c.ahi), uniform({3, 2}, c.blo, c.bhi)}, {1, 0});
     check_vmap(fv, {uniform({4, 2}, c.alo, c.ahi), uniform({2}, c.blo, c.bhi)}, {0, -1});
     check_vmap(fv, {uniform({2}, c.alo, c.ahi), uniform({2, 4}, c.blo, c.bhi)}, {-1, 1});
+    // Operands of different ranks: a batched 0-d one against an unbatched [4] (the batch axis
+    // was aligned with the 4), and a batched [2] against an unbatched [3, 2].
+    check_vmap(fv, {uniform({3}, c.alo, c.ahi), uniform({4}, c.blo, c.bhi)}, {0, -1});
+    check_vmap(fv, {uniform({5, 2}, c.alo, c.ahi), uniform({3, 2}, c.blo, c.bhi)}, {0, -1});
+    check_vmap(fv, {uniform({4, 3}, c.alo, c.ahi), uniform({3}, c.blo, c.bhi)}, {-1, 0});
   }
 }
 
@@ -733,6 +738,8 @@ TEST(Transforms, WhereAndDivmodGradAndVmap) {
   check_vmap(fwv, {bc, uniform({4, 3}, -1, 1), uniform({3}, -1, 1)}, {0, 0, -1});
   check_vmap(fwv, {greater(uniform({3}, -1, 1), array(0.0)), uniform({3, 4}, -1, 1),
                    uniform({4, 3}, -1, 1)}, {-1, 1, 0});
+  check_vmap(fwv, {greater(uniform({5}, -1, 1), array(0.0)), uniform({3, 4}, -1, 1), uniform({4}, -1, 1)},
+             {0, -1, -1});
   // divmod: the remainder's derivative (1 for a, -floor(a / b) for b); the quotient's is 0.
   auto fr = [](const std::vector<array>& xs) { return divmod(xs[0], xs[1])[1]; };
   check_grad(fr, {uniform({2, 3}, 0.1, 5), uniform({2, 3}, 1.1, 2)});

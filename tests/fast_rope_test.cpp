@@ -239,6 +239,16 @@ TEST(FastRope, RuleAndVmap) {
   array x2 = randn({2, 3, 4, 6, 5}, float64);
   check_vmap([](const std::vector<array>& in) { return std::vector<array>{fast::rope(in[0], 4, true, 100.0f, 1.0f, 5)}; },
              {x2}, {4}, 1e-6, 1e-6);
+  // The offset mapped with x, or alone (each call's scalar offset): the graph, against the loop.
+  array offsets = array({1, 20, 300});
+  array x3 = randn({3, 2, 3, 4, 8}, float64);
+  auto ro = [](const std::vector<array>& in) { return std::vector<array>{fast::rope(in[0], 8, false, 1e4f, 1.0f, in[1])}; };
+  check_vmap(ro, {x3, offsets}, {0, 0}, 1e-6, 1e-6);
+  check_vmap(ro, {slice(x3, {0, 0, 0, 0, 0}, {1, 2, 3, 4, 8}), offsets}, {-1, 0}, 1e-6, 1e-6);
+  auto nro = [](const std::vector<array>& in) {
+    return std::vector<array>{fast::norm_rope(in[0], std::nullopt, 1e-5f, fast::Rotation{8, false, 1e4f}, in[1])};
+  };
+  check_vmap(nro, {x3, offsets}, {0, 0}, 1e-6, 1e-6);
   auto batched = vmap([](const array& a) { return fast::rope(a, 4, false, 100.0f, 1.0f, 5); })(x);
   EXPECT_STREQ(batched.primitive().name(), "Rope");
 }

@@ -2,6 +2,7 @@
 // rules and their ops: output dtypes, the batching step written once for all of them, and
 // scalars in an array's dtype (a double scalar would promote float32 rules to float64).
 #pragma once
+#include <algorithm>
 
 #include <vector>
 
@@ -46,10 +47,22 @@ inline std::vector<array> batch_to_front(
     const std::vector<int>& axes,
     const Stream& s) {
   if (!any_batched(axes)) return inputs;
+  // Each operand's own (logical) rank: a batched one's less its batch axis. Broadcasting aligns
+  // them at the end, so the lower-rank ones get size-1 axes between the batch axis and their
+  // own (else a batched 0-d operand, physically [V], met an unbatched [L] as [1, L] and the
+  // batch axis was aligned with L).
+  size_t rank = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) rank = std::max(rank, inputs[i].ndim() - (axes[i] >= 0 ? 1 : 0));
   std::vector<array> moved;
   Shape shape;
   for (size_t i = 0; i < inputs.size(); ++i) {
     array x = axes[i] >= 0 ? moveaxis(inputs[i], axes[i], 0, s) : expand_dims(inputs[i], 0, s);
+    if (x.ndim() < rank + 1) {
+      Shape padded{x.shape(0)};
+      padded.insert(padded.end(), rank + 1 - x.ndim(), 1);
+      padded.insert(padded.end(), x.shape().begin() + 1, x.shape().end());
+      x = reshape(x, padded, s);
+    }
     shape = i == 0 ? x.shape() : broadcast_shapes(shape, x.shape());
     moved.push_back(x);
   }
