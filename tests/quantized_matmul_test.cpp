@@ -154,6 +154,17 @@ TEST(QuantizedMatmul, EmptyRows) {
   eval(out);
 }
 
+// An empty inner dimension: the products are zeros, and every expert of the weight is still
+// there to be named (the kernels counted 1 expert when the packed rows were empty).
+TEST(GatherQmm, EmptyInnerDimensionGivesZeros) {
+  auto q = quantize(zeros({5, 8, 0}), 64, 4);
+  array out = gather_qmm(ones({3, 1, 0}), q[0], q[1], q[2], std::nullopt, array({4, 1, 0}, int32));
+  ASSERT_EQ(out.shape(), Shape({3, 1, 8}));
+  EXPECT_EQ(max(abs(out)).item<float>(), 0.0f);
+  EXPECT_THROW(eval(gather_qmm(ones({3, 1, 0}), q[0], q[1], q[2], std::nullopt, array({5, 1, 0}, int32))),
+               std::out_of_range);
+}
+
 TEST(GatherQmm, AgainstLoopSortedAndUnsorted) {
   for (const auto& f : {Format{"affine", 64, 4}, Format{"affine", 32, 3}, Format{"mxfp4", 32, 4}, Format{"nvfp4", 16, 4}}) {
     for (bool transpose : {true, false}) {

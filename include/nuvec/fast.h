@@ -20,7 +20,8 @@ namespace nuvec::fast {
 /// Root-mean-square normalisation over the last axis:
 ///   y = x / sqrt(mean(x², axis=-1) + eps) · weight,
 /// with the statistics in float32 for float16/bfloat16 inputs, the normalised value rounded
-/// back to x's dtype, then scaled by weight (no weight: scale 1).
+/// to the result's dtype (x's, or the promotion with a wider weight: MLX's fallback rounds to
+/// that out type too), then scaled by weight (no weight: scale 1).
 /// Shapes: x (..., D) with at least one axis; weight (D,). Dtype: the promotion of x and
 /// weight, which must be real floating. Throws std::invalid_argument naming rms_norm for a
 /// 0-d x, a weight that is not 1-d of size D, or a non-floating dtype. Runs one RmsNorm node
@@ -30,7 +31,8 @@ array rms_norm(const array& x, const std::optional<array>& weight, float eps, St
 
 /// The residual add of a transformer block fused with the next norm:
 ///   h = x + residual,   y = rms_norm(h, weight, eps),
-/// returned as {h, y}, h rounded to the dtype before it is normalised. Shapes: x and residual
+/// returned as {h, y}: h in the promotion of x and residual (rounded to it before it is
+/// normalised), y in that promoted further with weight. Shapes: x and residual
 /// (..., D) (equal shapes take the fused AddRmsNorm kernel; broadcasting ones, or a weight
 /// that promotes the dtype further, the composition); weight (D,). Dtype: the promotion of x,
 /// residual and weight. Throws std::invalid_argument as add and rms_norm do. nuvec's own
@@ -45,7 +47,7 @@ std::pair<array, array> add_rms_norm(
 /// Layer normalisation over the last axis:
 ///   y = (x - mean(x)) / sqrt(var(x) + eps) · weight + bias   (population variance),
 /// with the statistics in float32 for float16/bfloat16 inputs and the normalised value rounded
-/// back to x's dtype before weight and bias. Shapes: x (..., D) with at least one axis; weight
+/// to the result's dtype (the promotion of x, weight and bias) before weight and bias. Shapes: x (..., D) with at least one axis; weight
 /// and bias (D,), each optional. Dtype: the promotion of x, weight and bias, which must be
 /// real floating. Throws std::invalid_argument naming layer_norm for a 0-d x, a weight or bias
 /// that is not 1-d of size D, or a non-floating dtype. Runs one LayerNorm node (a fused pass

@@ -1206,8 +1206,9 @@ array dequantize(
 /// (an integer x is promoted with the scales, as MLX), which must be real floating; fp modes:
 /// x's dtype, real floating (scales uint8 codes); float64 computes in float32 and is returned
 /// as float64. group_size, bits and mode as quantize (MLX's defaults per mode).
-/// Throws std::invalid_argument naming quantized_matmul for a non-uint32 w, w or x with fewer
-/// than 2 dimensions, scales/biases of the wrong shape or dtype, missing (affine) or extra
+/// A 1-D x (K) is one row, and the result is (N) (as MLX's kernels treat it).
+/// Throws std::invalid_argument naming quantized_matmul for a non-uint32 w, w with fewer than
+/// 2 dimensions, a 0-d x, scales/biases of the wrong shape or dtype, missing (affine) or extra
 /// (fp modes) biases, a last axis of x other than K, batch axes that do not broadcast, an
 /// unknown mode or a group/bit width the mode does not take.
 /// Rules: gradients for x, and for affine scales and biases (MLX's); asking for w's (or fp

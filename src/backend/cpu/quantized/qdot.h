@@ -573,8 +573,16 @@ struct QWeights {
         rows(w_in.shape(-2)),
         words(w_in.shape(-1)),
         groups(scales_in.shape(-1)),
-        count(rows == 0 || words == 0 ? 1 : static_cast<int64_t>(w_in.size()) / (rows * words)) {
+        count(leading_count(w_in)) {
     if (biases_in) biases = as_row_contiguous(*biases_in);
+  }
+
+  // The number of matrices: the product of the axes before the last two (a weight with no
+  // rows or no words still has its experts: dividing the size by the matrix's gave 1).
+  static int64_t leading_count(const array& w_in) {
+    int64_t n = 1;
+    for (int i = 0; i + 2 < static_cast<int>(w_in.ndim()); ++i) n *= w_in.shape(i);
+    return n;
   }
 
   QMatrix matrix(int64_t e) const {
