@@ -451,6 +451,11 @@ TEST(FastAttention, EmptyShapesGiveEmptyOrZeros) {
   check(fast::scaled_dot_product_attention(n({2, 4, 3, 8}), n({2, 2, 0, 8}), n({2, 2, 0, 8}), 0.3f, "",
                                            zeros({2, 4, 3, 0}, bool_), n({4})),
         {2, 4, 3, 8});
+  // Head size 0 with keys: every score is 0, the output the mean of v over the keys.
+  array v = reshape(astype(arange(12), float32), {1, 1, 3, 4});
+  array mean_v = fast::scaled_dot_product_attention(zeros({1, 1, 2, 0}), zeros({1, 1, 3, 0}), v, 0.3f);
+  expect_allclose(mean_v, broadcast_to(reshape(array({4.0f, 5.0f, 6.0f, 7.0f}), {1, 1, 1, 4}), {1, 1, 2, 4}), 1e-6,
+                  1e-6);
   const array kc = n({3, 2, 4, 8}), tables = zeros({2, 2}, int32), lengths = array({3, 5}, int32);
   empty(fast::paged_attention(n({2, 4, 0, 8}), kc, kc, tables, lengths, 0.3f), {2, 4, 0, 8});
   empty(fast::paged_attention(n({0, 4, 1, 8}), kc, kc, zeros({0, 2}, int32), zeros({0}, int32), 0.3f), {0, 4, 1, 8});

@@ -200,8 +200,9 @@ struct AttentionPlan {
 /// (mask_arr used when given), "causal" (aligned at the end: query i sees keys
 /// j <= i + Lk − Lq) or "array"; mask_arr bool (true attends; a row with nothing visible
 /// attends uniformly, as MLX's fallback) or additive, broadcastable to [B, Hq, Lq, Lk]; sinks
-/// [Hq] one logit per head in the softmax without a value. No query (a 0 in q's shape) gives
-/// an empty result; no key (Lk 0) zeros, as MLX's composed fallback. Dtype: the promotion
+/// [Hq] one logit per head in the softmax without a value. An empty output (B, Hq, Lq or Dv 0)
+/// is empty; no key (Lk 0) gives zeros, as MLX's composed fallback (D 0 with keys: the mean
+/// of v, every score being 0). Dtype: the promotion
 /// of q, k and v (real floating). Throws std::invalid_argument naming scaled_dot_product_attention for
 /// inputs not 4-D, mismatched batch, D or key/value heads, Hq not a multiple of Hkv, an
 /// unknown mask_mode, a mask with "causal", "array" without a mask, a mask that does not

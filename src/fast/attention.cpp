@@ -452,16 +452,18 @@ array sdpa(
     call.mask = broadcast_to(mk, {queries.shape(0), queries.shape(1), queries.shape(2), keys.shape(2)}, stream);
   }
   if (options.sinks) call.sinks = astype(*options.sinks, dt, stream);
-  // No query, or no key to attend to: the composed graph's answer is empty, or zeros (MLX's
-  // fallback: a softmax over no scores times no values, and sinks carry no values), without
-  // a node (its log-sum-exp over no keys would throw at eval).
-  const Shape out_shape{queries.shape(0), queries.shape(1), queries.shape(2), values.shape(3)};
-  if (queries.size() == 0 || keys.shape(2) == 0 || values.shape(3) == 0) return zeros(out_shape, dt, stream);
   if (force_fused && plan.route == AttentionRoute::Composed) {
     throw_invalid_argument(
         kOp, "force_fused: no fused kernel covers q ", queries.shape(), ", k ", keys.shape(), ", v ", values.shape(),
         " in ", dt, " on this device.");
   }
+  // An empty output, or no key to attend to: the composed graph's answer is empty, or zeros
+  // (MLX's fallback: a softmax over no scores times no values, and sinks carry no values),
+  // without a node (its log-sum-exp over no keys would throw at eval). A head size of 0 with
+  // keys is not this case: every score is 0 and the output is the mean of v.
+  const Shape out_shape{queries.shape(0), queries.shape(1), queries.shape(2), values.shape(3)};
+  const bool empty_out = out_shape[0] == 0 || out_shape[1] == 0 || out_shape[2] == 0 || out_shape[3] == 0;
+  if (empty_out || keys.shape(2) == 0) return zeros(out_shape, dt, stream);
   switch (plan.route) {
     case AttentionRoute::Vector:
       return call.fused(plan.passes, plan.key_blocks);

@@ -57,13 +57,15 @@ __device__ __forceinline__ void record_repeat_error(IndexError* err, int64_t val
 }
 
 /// Whether a sequence other than b of the n in `slots` names pool row `row` (slots in
-/// [-pool, pool), negative ones from the end; out-of-range ones name no row).
+/// [-pool, pool), negative ones from the end; out-of-range ones name no row). The block's
+/// threads share the scan (one barrier): every thread of the block must call it.
 __device__ __forceinline__ bool slot_named_twice(const int32_t* slots, int n, int b, int64_t row, int64_t pool) {
-  for (int i = 0; i < n; ++i) {
+  bool hit = false;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t r = slots[i] < 0 ? int64_t(slots[i]) + pool : int64_t(slots[i]);
-    if (i != b && r == row) return true;
+    hit = hit || (i != b && r == row);
   }
-  return false;
+  return __syncthreads_or(hit) != 0;
 }
 
 namespace detail {
