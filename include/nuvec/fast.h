@@ -32,9 +32,9 @@ array rms_norm(const array& x, const std::optional<array>& weight, float eps, St
 /// The residual add of a transformer block fused with the next norm:
 ///   h = x + residual,   y = rms_norm(h, weight, eps),
 /// returned as {h, y}: h in the promotion of x and residual (rounded to it before it is
-/// normalised), y in that promoted further with weight. Shapes: x and residual
-/// (..., D) (equal shapes take the fused AddRmsNorm kernel; broadcasting ones, or a weight
-/// that promotes the dtype further, the composition); weight (D,). Dtype: the promotion of x,
+/// normalised), y in that promoted further with weight. Shapes: x and residual (..., D)
+/// (equal shapes take the fused AddRmsNorm kernel; broadcasting ones, or a weight that
+/// promotes the dtype further, the composition); weight (D,). Dtype: the promotion of x,
 /// residual and weight. Throws std::invalid_argument as add and rms_norm do. nuvec's own
 /// (shared/seeds/001); its gradient runs through the RmsNorm rule.
 std::pair<array, array> add_rms_norm(
@@ -47,11 +47,12 @@ std::pair<array, array> add_rms_norm(
 /// Layer normalisation over the last axis:
 ///   y = (x - mean(x)) / sqrt(var(x) + eps) · weight + bias   (population variance),
 /// with the statistics in float32 for float16/bfloat16 inputs and the normalised value rounded
-/// to the result's dtype (the promotion of x, weight and bias) before weight and bias. Shapes: x (..., D) with at least one axis; weight
-/// and bias (D,), each optional. Dtype: the promotion of x, weight and bias, which must be
-/// real floating. Throws std::invalid_argument naming layer_norm for a 0-d x, a weight or bias
-/// that is not 1-d of size D, or a non-floating dtype. Runs one LayerNorm node (a fused pass
-/// per row; its gradient is the LayerNormVjp kernel). Source: MLX's fast::layer_norm.
+/// to the result's dtype (the promotion of x, weight and bias) before weight and bias.
+/// Shapes: x (..., D) with at least one axis; weight and bias (D,), each optional. Dtype: the
+/// promotion of x, weight and bias, which must be real floating. Throws std::invalid_argument
+/// naming layer_norm for a 0-d x, a weight or bias that is not 1-d of size D, or a
+/// non-floating dtype. Runs one LayerNorm node (a fused pass per row; its gradient is the
+/// LayerNormVjp kernel). Source: MLX's fast::layer_norm.
 array layer_norm(
     const array& x,
     const std::optional<array>& weight,
@@ -202,11 +203,11 @@ struct AttentionPlan {
 /// attends uniformly, as MLX's fallback) or additive, broadcastable to [B, Hq, Lq, Lk]; sinks
 /// [Hq] one logit per head in the softmax without a value. An empty output (B, Hq, Lq or Dv 0)
 /// is empty; no key (Lk 0) gives zeros, as MLX's composed fallback (D 0 with keys: the mean
-/// of v, every score being 0). Dtype: the promotion
-/// of q, k and v (real floating). Throws std::invalid_argument naming scaled_dot_product_attention for
-/// inputs not 4-D, mismatched batch, D or key/value heads, Hq not a multiple of Hkv, an
-/// unknown mask_mode, a mask with "causal", "array" without a mask, a mask that does not
-/// broadcast or promote, sinks not [Hq]. force_fused: run a fused kernel even where the plan
+/// of v, every score being 0). Dtype: the promotion of q, k and v (real floating). Throws
+/// std::invalid_argument naming scaled_dot_product_attention for inputs not 4-D, mismatched
+/// batch, D or key/value heads, Hq not a multiple of Hkv, an unknown mask_mode, a mask with
+/// "causal", "array" without a mask, a mask that does not broadcast or promote, sinks not
+/// [Hq]. force_fused: run a fused kernel even where the plan
 /// would compose (throws std::invalid_argument where none covers the call). Runs the
 /// plan_attention route. Gradients for q, k, v and sinks (a CUDA backward kernel from the
 /// saved log-sum-exp; the composed graph's elsewhere) and for an additive mask (the composed
@@ -250,8 +251,9 @@ AttentionPlan plan_attention(
 /// std::invalid_argument naming paged_attention for shapes that do not fit, Hq not a
 /// multiple of Hkv, non-integer tables or lengths, tables or lengths of another batch,
 /// empty caches or a block size of 0. An empty q (B, Hq, L or D 0) gives an empty result.
-/// Table entries and lengths past int32 saturate before the clamp. CUDA kernels for D 64/128/256 and power-of-two block sizes; elsewhere the
-/// fallback (the listed blocks gathered, then masked attention). nuvec's own (seed 001).
+/// Table entries and lengths past int32 saturate before the clamp. CUDA kernels for D
+/// 64/128/256 and power-of-two block sizes; elsewhere the fallback (the listed blocks
+/// gathered, then masked attention). nuvec's own (seed 001).
 array paged_attention(
     const array& q,
     const array& k_cache,

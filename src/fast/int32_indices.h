@@ -13,10 +13,8 @@ namespace nuvec::fast::detail {
 inline array saturate_to_int32(const array& indices, StreamOrDevice s = {}) {
   const Dtype dt = indices.dtype();
   if (dt == int32 || size_of(dt) < 4) return astype(indices, int32, s);
-  array x = minimum(indices, astype(array(int64_t(std::numeric_limits<int32_t>::max()), int64), dt, s), s);
-  if (issubdtype(dt, signedinteger)) {
-    x = maximum(x, astype(array(int64_t(std::numeric_limits<int32_t>::min()), int64), dt, s), s);
-  }
+  array x = minimum(indices, array(std::numeric_limits<int32_t>::max(), dt), s);
+  if (issubdtype(dt, signedinteger)) x = maximum(x, array(std::numeric_limits<int32_t>::min(), dt), s);
   return astype(x, int32, s);
 }
 

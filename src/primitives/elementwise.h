@@ -2,8 +2,8 @@
 // rules and their ops: output dtypes, the batching step written once for all of them, and
 // scalars in an array's dtype (a double scalar would promote float32 rules to float64).
 #pragma once
-#include <algorithm>
 
+#include <algorithm>
 #include <vector>
 
 #include "primitives/batching.h"

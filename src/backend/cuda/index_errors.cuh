@@ -56,18 +56,6 @@ __device__ __forceinline__ void record_repeat_error(IndexError* err, int64_t val
   }
 }
 
-/// Whether a sequence other than b of the n in `slots` names pool row `row` (slots in
-/// [-pool, pool), negative ones from the end; out-of-range ones name no row). The block's
-/// threads share the scan (one barrier): every thread of the block must call it.
-__device__ __forceinline__ bool slot_named_twice(const int32_t* slots, int n, int b, int64_t row, int64_t pool) {
-  bool hit = false;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int64_t r = slots[i] < 0 ? int64_t(slots[i]) + pool : int64_t(slots[i]);
-    hit = hit || (i != b && r == row);
-  }
-  return __syncthreads_or(hit) != 0;
-}
-
 namespace detail {
 
 /// Zeroes out's bytes when *err holds an error and copies the record to the pinned slot.
@@ -148,7 +136,7 @@ inline void report_index_error(ErrorSlots::Slot slot, const char* op, bool keep 
     }
     if (e.flag == 2) {
       record_kernel_error(std::make_exception_ptr(std::invalid_argument(error_message(
-          op, "slots must name distinct pool rows; row ", e.value, " is named by two sequences."))));
+          op, "indices must be distinct; row ", e.value, " is named twice."))));
     } else if (e.flag != 0) {
       record_kernel_error(std::make_exception_ptr(std::out_of_range(error_message(
           op, "indices must lie in [", -e.n, ", ", e.n, ") along axis ", e.axis,

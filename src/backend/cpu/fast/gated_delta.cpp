@@ -103,8 +103,7 @@ void gated_delta_cpu(GatedDeltaMode mode, const std::vector<array>& inputs, std:
     std::vector<int64_t> sorted = source;
     std::sort(sorted.begin(), sorted.end());
     if (auto at = std::adjacent_find(sorted.begin(), sorted.end()); at != sorted.end()) {
-      throw_invalid_argument("gated_delta_slots", "slots must name distinct pool rows; row ", *at,
-                             " is named by two sequences.");
+      throw_invalid_argument("gated_delta_slots", "indices must be distinct; row ", *at, " is named twice.");
     }
     cpu::copy_strided(state, states); // the rows no sequence names
   } else {

@@ -91,16 +91,8 @@ __global__ void __launch_bounds__(kThreads) gated_delta_kernel(Args<T, S> a) {
   const bool on = row < a.dv && lane * kElems < a.dk;
   int64_t from = b;
   if (a.slots != nullptr) {
-    const int64_t slot = a.slots[b];
-    if (slot < -a.pool || slot >= a.pool) {
-      if (threadIdx.x == 0 && blockIdx.y == 0) cu::record_index_error(a.err, slot, a.pool, 0);
-      return; // the whole block: every thread has this b
-    }
-    from = slot < 0 ? slot + a.pool : slot;
-    if (cu::slot_named_twice(a.slots, gridDim.x / a.hv, b, from, a.pool)) {
-      if (threadIdx.x == 0 && blockIdx.y == 0) cu::record_repeat_error(a.err, from);
-      return; // two sequences would race on the row
-    }
+    from = slot_row(a.slots, gridDim.x / a.hv, b, a.pool, a.err, threadIdx.x == 0 && blockIdx.y == 0);
+    if (from < 0) return; // the whole block: every thread has this b
   }
   const int64_t head_row = (int64_t(h) * a.dv + row) * a.dk + lane * kElems; // within a state
   const int64_t state_size = int64_t(a.hv) * a.dv * a.dk;

@@ -79,4 +79,29 @@ void dispatch_gated_delta_types(Dtype input, Dtype state, F&& f) {
   });
 }
 
+/// The slots mode's pool row for sequence b of the n in `slots` (negative slots count from
+/// the end), or -1 when the block must skip the sequence: a slot outside the pool (recorded
+/// as out of range) or a row another sequence names too (recorded as a repeat: the two would
+/// race on it). `leader`: the one thread of the sequence's blocks that records. Every thread
+/// of the block calls it (the repeat scan is shared, one barrier).
+__device__ __forceinline__ int64_t slot_row(
+    const int32_t* slots, int n, int b, int64_t pool, cu::IndexError* err, bool leader) {
+  const int64_t slot = slots[b];
+  if (slot < -pool || slot >= pool) {
+    if (leader) cu::record_index_error(err, slot, pool, 0);
+    return -1; // the whole block: every thread has this b
+  }
+  const int64_t row = slot < 0 ? slot + pool : slot;
+  bool named = false;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t r = slots[i] < 0 ? int64_t(slots[i]) + pool : int64_t(slots[i]);
+    named = named || (i != b && r == row);
+  }
+  if (__syncthreads_or(named)) {
+    if (leader) cu::record_repeat_error(err, row);
+    return -1;
+  }
+  return row;
+}
+
 } // namespace nuvec

@@ -260,16 +260,8 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
   const int b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
   int64_t from = b;
   if (a.slots != nullptr) {
-    const int64_t slot = a.slots[b];
-    if (slot < -a.pool || slot >= a.pool) {
-      if (tid == 0 && blockIdx.x == 0) cu::record_index_error(a.err, slot, a.pool, 0);
-      return; // the whole block: every thread has this b
-    }
-    from = slot < 0 ? slot + a.pool : slot;
-    if (cu::slot_named_twice(a.slots, gridDim.y / a.hv, b, from, a.pool)) {
-      if (tid == 0 && blockIdx.x == 0) cu::record_repeat_error(a.err, from);
-      return; // two sequences would race on the row
-    }
+    from = slot_row(a.slots, gridDim.y / a.hv, b, a.pool, a.err, tid == 0 && blockIdx.x == 0);
+    if (from < 0) return; // the whole block: every thread has this b
   }
   const int lds = a.dk + 4;
   float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
