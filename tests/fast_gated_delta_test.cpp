@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "checker.h"
+#include "donation_checks.h"
 #include "fast/gated_delta.h"
 #include "nuvec/nuvec.h"
 #include "test_utils.h"
@@ -311,6 +312,35 @@ TEST(FastGatedDelta, SlotsOfAPool) {
     ADD_FAILURE() << "no exception";
   } catch (const std::out_of_range& e) {
     EXPECT_NE(std::string(e.what()).find("gated_delta_slots"), std::string::npos) << e.what();
+  }
+}
+
+// A pool nothing else refers to is updated in its own buffer (the serving engine's state
+// pools), by the recurrent and the chunked kernel; one the caller still holds is copied and
+// left as it was. Both give the same rows.
+TEST(FastGatedDelta, SlotsUpdateAnUnsharedPoolInPlace) {
+  for (const Case& c : {Case{3, 4, 1, 2, 32, 16}, Case{2, 70, 1, 2, 32, 16}}) {
+    SCOPED_TRACE(describe(c));
+    const Inputs in = make_inputs(c, float32, float32);
+    const array base = multiply(randn({6, c.hv, c.dv, c.dk}), array(0.3f));
+    const array slots = array({4, 0, 2}, int32);
+    const array used = slice(slots, {0}, {c.b});
+    auto [want_y, want] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, base, used);
+    eval({want_y, want});
+    array pool = fresh_buffer(base);
+    std::weak_ptr<array::Data> buffer = watch_buffer(pool);
+    auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, used);
+    pool = array(0.0f); // the node's input is now the pool's only handle
+    eval({y, updated});
+    EXPECT_EQ(updated.data_shared_ptr(), buffer.lock()) << "the pool's buffer was not reused";
+    expect_allclose(updated, want, 0, 0);
+    expect_allclose(y, want_y, 0, 0);
+    array held = fresh_buffer(base);
+    auto [y2, updated2] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, held, used);
+    eval({y2, updated2});
+    EXPECT_NE(updated2.data_shared_ptr(), held.data_shared_ptr());
+    expect_allclose(held, base, 0, 0);
+    expect_allclose(updated2, want, 0, 0);
   }
 }
 

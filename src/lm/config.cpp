@@ -115,6 +115,10 @@ bool ModelConfig::is_sliding_layer(int i) const {
   return i >= 0 && i < int(layer_types.size()) && layer_types[i] == "sliding_attention";
 }
 
+int ModelConfig::linear_conv_dim() const {
+  return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim;
+}
+
 std::optional<QuantizationSpec> ModelConfig::quantization_for(const std::string& path) const {
   auto it = quantization_overrides.find(path);
   if (it != quantization_overrides.end()) {

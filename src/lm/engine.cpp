@@ -50,6 +50,7 @@ struct Engine::Impl {
     int prompt_len = 0;
     int max_new = 0;         // max_tokens bounded by the context
     std::vector<int> blocks; // block table
+    int state_slot = -1;     // its row in the Gated DeltaNet state pools (hybrid models)
     int computed = 0;        // positions whose keys and values are in the pools
     int published = 0;       // leading full blocks offered for prefix sharing
     int64_t admitted = -1;   // first admission's order (preemption takes the latest)
@@ -60,23 +61,28 @@ struct Engine::Impl {
   };
   using SeqPtr = std::unique_ptr<Sequence>;
 
-  Impl(const Model& model, const EngineOptions& o, int num_blocks) : model(model), options(o), blocks(num_blocks) {
+  Impl(const Model& model, const EngineOptions& o, int num_blocks)
+      : model(model), options(o), blocks(num_blocks), hybrid(has_state_layers(model.config())),
+        sharing(o.prefix_sharing && !hybrid), state_rows(hybrid ? state_pool_rows(o) : 0) {
+    for (int r = options.max_running - 1; hybrid && r >= 0; --r) free_state_slots.push_back(r);
     make_pools();
   }
 
-  // Every layer's key and value pools, zeroed dense buffers (a zeros broadcast would be
-  // copied by the first write), with one block more than the allocator hands out: the
-  // padding rows of a bucketed step write there. And the step's forward pass, compiled
-  // afresh with them (its CUDA graphs hold the pools they were captured on).
+  // Every layer's pools (detail::make_layer_pools), zeroed dense buffers (a zeros broadcast
+  // would be copied by the first write): KV pools with one block more than the allocator
+  // hands out, where the padding rows of a bucketed step write; Gated DeltaNet state pools of
+  // state_rows rows. And the step's forward pass, compiled afresh with them (its CUDA graphs
+  // hold the pools they were captured on).
   // Built aside and swapped in: if making them fails, the engine keeps its previous pools.
   void make_pools() {
     const ModelConfig& c = model.config();
     forward = nullptr; // its graphs hold the old pools: let them go first
     std::vector<array> ks, vs;
     for (int i = 0; i < c.num_hidden_layers; ++i) {
-      const Shape shape = {blocks.total() + 1, c.num_key_value_heads, options.block_size, c.head_dim};
-      ks.push_back(contiguous(zeros(shape, model.dtype())));
-      vs.push_back(contiguous(zeros(shape, model.dtype())));
+      auto [k, v] =
+          detail::make_layer_pools(c, i, blocks.total() + 1, options.block_size, state_rows, model.dtype());
+      ks.push_back(k);
+      vs.push_back(v);
     }
     std::vector<array> all = ks;
     all.insert(all.end(), vs.begin(), vs.end());
@@ -86,14 +92,26 @@ struct Engine::Impl {
     if (options.compiled_steps) forward = compile_forward();
   }
 
+  // The inputs of the compiled step before the pools.
+  static constexpr size_t kBatchInputs = 7;
+
   // paged_forward as a compiled function of (tokens, positions, slots, tables, lengths,
-  // sample_rows, k pools..., v pools...) → (logits, k pools..., v pools...).
+  // sample_rows, state_slots, k pools..., v pools...) → (logits, k pools..., v pools...).
+  // Only steps of one-token continuations are compiled (no fresh or state ranges).
   std::function<std::vector<array>(const std::vector<array>&)> compile_forward() const {
     const ModelConfig& c = model.config();
     return compile_graph([&c, w = model.run_weights()](const std::vector<array>& in) {
       const int L = c.num_hidden_layers;
-      detail::PagedBatch b{in[0], in[1], in[2], in[3], in[4], in[5]};
-      std::vector<array> k(in.begin() + 6, in.begin() + 6 + L), v(in.begin() + 6 + L, in.end());
+      detail::PagedBatch b;
+      b.tokens = in[0];
+      b.positions = in[1];
+      b.slots = in[2];
+      b.tables = in[3];
+      b.lengths = in[4];
+      b.sample_rows = in[5];
+      b.state_slots = in[6];
+      std::vector<array> k(in.begin() + kBatchInputs, in.begin() + kBatchInputs + L),
+          v(in.begin() + kBatchInputs + L, in.end());
       std::vector<array> out{detail::paged_forward(c, w, b, k, v)};
       out.insert(out.end(), k.begin(), k.end());
       out.insert(out.end(), v.begin(), v.end());
@@ -103,11 +121,11 @@ struct Engine::Impl {
 
   // The step's logits [sample rows, vocab]; the pools are replaced by the updated ones.
   array run_forward(detail::PagedBatch& pb) {
-    if (!forward || !pb.fresh.empty()) {
+    if (!forward || !pb.fresh.empty() || !pb.state_chunks.empty()) {
       return detail::paged_forward(model.config(), model.run_weights(), pb, k_pools, v_pools);
     }
     const size_t L = k_pools.size();
-    std::vector<array> in{pb.tokens, pb.positions, pb.slots, pb.tables, pb.lengths, pb.sample_rows};
+    std::vector<array> in{pb.tokens, pb.positions, pb.slots, pb.tables, pb.lengths, pb.sample_rows, pb.state_slots};
     // Moved in, so that the compiled step holds the pools' only handles and updates them in place.
     for (auto& p : k_pools) in.push_back(std::move(p));
     for (auto& p : v_pools) in.push_back(std::move(p));
@@ -118,8 +136,8 @@ struct Engine::Impl {
       out = forward(in);
     } catch (...) {
       // A trace that throws leaves the pools as they were: take them back.
-      k_pools.assign(in.begin() + 6, in.begin() + 6 + L);
-      v_pools.assign(in.begin() + 6 + L, in.end());
+      k_pools.assign(in.begin() + kBatchInputs, in.begin() + kBatchInputs + L);
+      v_pools.assign(in.begin() + kBatchInputs + L, in.end());
       throw;
     }
     in.clear();
@@ -128,9 +146,29 @@ struct Engine::Impl {
     return out[0];
   }
 
+  static int state_pool_rows(const EngineOptions& o) {
+    // A bucketed step of n one-token rows has fewer than bucket(n) / 2 padding rows.
+    return o.max_running + bucket(std::min(o.max_running, o.max_batch_tokens)) / 2;
+  }
+
+  // Whether the model has Gated DeltaNet layers (whose sequences hold a state row each).
+  static bool has_state_layers(const ModelConfig& c) {
+    for (int i = 0; i < c.num_hidden_layers; ++i) {
+      if (c.is_linear_layer(i)) return true;
+    }
+    return false;
+  }
+
   const Model& model;
   EngineOptions options;
   detail::BlockAllocator blocks;
+  const bool hybrid;
+  // Prefix sharing needs the state at a block's end, which Gated DeltaNet layers do not keep.
+  const bool sharing;
+  // State pool rows: one per running sequence (max_running), then the spare rows that the
+  // padding rows of a bucketed step use, distinct, as gated_delta_slots requires.
+  const int state_rows;
+  std::vector<int> free_state_slots;
   std::vector<array> k_pools, v_pools;
   std::function<std::vector<array>(const std::vector<array>&)> forward; // null: not compiled
 
@@ -150,11 +188,14 @@ struct Engine::Impl {
   std::vector<SeqPtr> running;
   int64_t admissions = 0;
 
+  // Frees s's blocks and state row; it starts afresh when admitted again.
   void release_blocks(Sequence& s) {
     for (int b : s.blocks) blocks.release(b);
     s.blocks.clear();
     s.computed = 0;
     s.published = 0;
+    if (s.state_slot >= 0) free_state_slots.push_back(s.state_slot);
+    s.state_slot = -1;
   }
 
   // Ends s (already out of waiting/running): frees its blocks and reports.
@@ -298,7 +339,7 @@ bool Engine::Impl::step() {
   // admissions (which would be preempted again).
   while (!preempted && !waiting.empty() && budget > 0 && int(running.size()) < options.max_running) {
     Sequence& s = *waiting.front();
-    const int shared = options.prefix_sharing ? share_prefix(s) : 0;
+    const int shared = sharing ? share_prefix(s) : 0;
     const int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
     if (!reserve(s, end)) {
       release_blocks(s); // admitted later, when blocks are free
@@ -310,6 +351,12 @@ bool Engine::Impl::step() {
     }
     if (s.admitted < 0) {
       s.admitted = admissions++; // a preempted sequence keeps its seniority
+    }
+    if (hybrid) {
+      // running.size() < max_running: a row is free. Whatever it holds is not read (the
+      // sequence's first range is fresh).
+      s.state_slot = free_state_slots.back();
+      free_state_slots.pop_back();
     }
     batch.push_back({&s, s.computed, end});
     budget -= end - s.computed;
@@ -325,26 +372,34 @@ bool Engine::Impl::step() {
     return unfinished > 0;
   }
 
-  // The ragged batch. Compiled, it is padded to a bucket — tokens, sampled rows and table
-  // width each to a power of two — so that a few shapes recur (each a CUDA graph on a GPU);
-  // a padding token attends to itself in the spare block (pool block `trash`).
+  // The ragged batch: the one-token continuations (decodes) first, then the ranges of
+  // several tokens or that start a sequence (PagedBatch's order). Compiled, it is padded to a
+  // bucket — tokens, sampled rows and table width each to a power of two — so that a few
+  // shapes recur (each a CUDA graph on a GPU); a padding token attends to itself in the spare
+  // block (pool block `trash`) and, in a hybrid model, keeps its state in a spare row.
   // A sequence's first chunk (nothing cached before it) attends within itself through the
   // tiled attention kernel (PagedBatch::fresh); such steps are not bucketed: they are few and
-  // bound by the device, and their segments' shapes vary.
+  // bound by the device, and their segments' shapes vary. Nor are hybrid models' steps with
+  // prompt ranges (each range runs its own conv and recurrence).
+  auto continues_by_one = [](const Scheduled& b) { return b.start > 0 && b.end - b.start == 1; };
+  std::stable_partition(batch.begin(), batch.end(), continues_by_one);
   const int bs = options.block_size;
   const int trash = blocks.total();
   int T = 0, S = 0;
   int W = 1;
   std::vector<std::pair<int, int>> fresh;
+  std::vector<detail::PagedBatch::StateChunk> state_chunks;
   for (auto& b : batch) {
-    if (b.start == 0 && b.end - b.start > 1) fresh.push_back({T, b.end - b.start});
-    T += b.end - b.start;
+    const int n = b.end - b.start;
+    if (b.start == 0 && n > 1) fresh.push_back({T, n});
+    if (hybrid && !continues_by_one(b)) state_chunks.push_back({T, n, b.start == 0});
+    T += n;
     S += b.end == int(b.seq->tokens.size());
     W = std::max(W, int(b.seq->blocks.size()));
   }
-  const bool pad = forward != nullptr && fresh.empty();
+  const bool pad = forward != nullptr && fresh.empty() && state_chunks.empty();
   const int Tb = pad ? bucket(T) : T, Sb = pad ? bucket(S) : S, Wb = pad ? bucket(W) : W;
-  std::vector<int32_t> tokens, positions, slots, lengths, tables, sample_rows;
+  std::vector<int32_t> tokens, positions, slots, lengths, tables, sample_rows, state_slots;
   std::vector<Sequence*> sampled;
   tokens.reserve(Tb);
   tables.reserve(size_t(Tb) * Wb);
@@ -355,6 +410,7 @@ bool Engine::Impl::step() {
       positions.push_back(p);
       slots.push_back(s.blocks[p / bs] * bs + p % bs);
       lengths.push_back(p + 1);
+      state_slots.push_back(s.state_slot);
       for (int j = 0; j < Wb; ++j) tables.push_back(j < int(s.blocks.size()) ? s.blocks[j] : trash);
     }
     if (b.end == int(s.tokens.size())) {
@@ -367,6 +423,7 @@ bool Engine::Impl::step() {
     positions.push_back(0);
     slots.push_back(trash * bs);
     lengths.push_back(1);
+    state_slots.push_back(options.max_running + (t - T));
     tables.insert(tables.end(), Wb, trash);
   }
   sample_rows.resize(Sb, 0);
@@ -378,6 +435,8 @@ bool Engine::Impl::step() {
   pb.tables = array(tables.begin(), {Tb, Wb}, int32);
   pb.sample_rows = array(sample_rows.begin(), {Sb}, int32);
   pb.fresh = std::move(fresh);
+  pb.state_slots = array(state_slots.begin(), {Tb}, int32);
+  pb.state_chunks = std::move(state_chunks);
 
   std::vector<int> next_tokens;
   std::string error;
@@ -424,7 +483,7 @@ bool Engine::Impl::step() {
   } else {
     for (auto& b : batch) {
       b.seq->computed = b.end;
-      if (options.prefix_sharing) publish_full_blocks(*b.seq);
+      if (sharing) publish_full_blocks(*b.seq);
     }
     const auto& eos = model.config().eos_token_ids;
     for (size_t i = 0; i < sampled.size(); ++i) {
@@ -486,12 +545,17 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   if (options_.num_blocks == 0) {
     const int full = 16 * ceil_div(c.max_position_embeddings, options_.block_size);
     if (default_device().type == Device::gpu) {
-      // Keys and values of every layer for one block.
-      const double per_block = 2.0 * c.num_hidden_layers * c.num_key_value_heads * options_.block_size *
-          c.head_dim * size_of(model.dtype());
+      // Keys and values of every attention layer for one block; the state pools first.
+      double per_block = 0.0, per_state_row = 0.0;
+      for (int i = 0; i < c.num_hidden_layers; ++i) {
+        auto [kv, state] = detail::layer_pool_bytes(c, i, options_.block_size, model.dtype());
+        per_block += kv;
+        per_state_row += state;
+      }
       const auto info = device_info(Device::gpu);
       const double free = double(std::get<size_t>(info.at("free_memory"))) + double(get_cache_memory());
-      const double fit = options_.gpu_memory_fraction * free / per_block;
+      const double states = per_state_row * Impl::state_pool_rows(options_);
+      const double fit = per_block > 0.0 ? (options_.gpu_memory_fraction * free - states) / per_block : full;
       options_.num_blocks = int(std::max(1.0, std::min(double(full), fit)));
     } else {
       options_.num_blocks = std::min(8192, full);
@@ -499,6 +563,8 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   }
   impl_ = std::make_unique<Impl>(model, options_, options_.num_blocks);
   impl_->stats.total_blocks = options_.num_blocks;
+  impl_->stats.state_slots = impl_->hybrid ? options_.max_running : 0;
+  impl_->stats.free_state_slots = impl_->stats.state_slots;
 }
 
 Engine::~Engine() {
@@ -556,6 +622,7 @@ bool Engine::step() {
   bool more = impl_->step();
   std::lock_guard<std::mutex> lk(impl_->mtx);
   impl_->stats.free_blocks = impl_->blocks.free_count();
+  impl_->stats.free_state_slots = int(impl_->free_state_slots.size());
   impl_->stats.running = int(impl_->running.size());
   impl_->stats.waiting = int(impl_->waiting.size() + impl_->inbox.size());
   return more;

@@ -28,8 +28,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void eval_cache(Cache& cache) {
   std::vector<array> arrays;
   for (auto& layer : cache.layers) {
-    arrays.push_back(layer.keys);
-    arrays.push_back(layer.values);
+    // A Gated DeltaNet layer's state chains every chunk too.
+    for (array* a : {&layer.keys, &layer.values, &layer.conv_state, &layer.recurrent_state}) arrays.push_back(*a);
   }
   eval(arrays);
 }

@@ -3,6 +3,7 @@
 // training (Model::forward with the optimiser's weights).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,9 +58,26 @@ float rope_attention_factor(const ModelConfig& config);
 array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, int B, int L,
                 Cache* cache);
 
+/// The two parts of a Gated DeltaNet layer that run along each sequence (the rest acts on
+/// every token alone). conv: the rows mixed [N, conv_dim] (q, k, v before the short
+/// convolution) and the conv weight [conv_dim, K, 1] in their dtype → the convolved rows
+/// [N, conv_dim] (before SiLU), each sequence's conv continuing from its last K − 1 inputs.
+/// recurrence: q, k [N, Hk, Dk], v [N, Hv, Dv], g, beta [N, Hv] → y [N, Hv, Dv] by the gated
+/// delta rule from each sequence's state. The dense path (B sequences of L tokens, a Cache)
+/// and the serving engine (a ragged batch, state pools) each give their own.
+struct DeltaSequenceOps {
+  std::function<array(const array& mixed, const array& weight)> conv;
+  std::function<array(const array& q, const array& k, const array& v, const array& g, const array& beta)> recurrence;
+};
+
 /// The Gated DeltaNet layer `layer` (Qwen3-Next's linear attention) on the rows x
-/// [B·L, hidden] → [B·L, hidden], carrying the conv and recurrent state in
-/// cache->layers[layer] when a cache is given.
+/// [N, hidden] → [N, hidden], with the per-sequence parts from `ops`.
+array gated_deltanet(const ModelConfig& config, const WeightMap& weights, int layer, const array& x,
+                     const DeltaSequenceOps& ops);
+
+/// gated_deltanet on the rows x [B·L, hidden] of B sequences of L tokens → [B·L, hidden],
+/// carrying the conv and recurrent state in cache->layers[layer] when a cache is given
+/// (fast::causal_conv1d_step for single-token steps); from zeros without one.
 array linear_attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, int B, int L,
                        Cache* cache);
 
@@ -82,7 +100,20 @@ std::string layer_path(int i);
 /// are (nothing cached before them), which attend among themselves through
 /// scaled_dot_product_attention (its tiled causal kernel) instead of row by row through the
 /// pool (paged_attention re-reads the keys for every row: quadratic traffic in a prefill).
+///
+/// Models with Gated DeltaNet layers also need state_slots [T]: the row of each token's
+/// sequence in the layers' state pools (paged_forward), distinct between sequences (padding
+/// rows get spare rows of their own: gated_delta_slots refuses a row named twice); and
+/// state_chunks (host side): the tokens that are not one-token continuations of a sequence,
+/// as ranges {first row, rows, fresh} in row order, every row before the first range being a
+/// one-token continuation of its own sequence (decodes first). A fresh range starts its
+/// sequence (zero conv and recurrent state, whatever its pool row holds); the others continue
+/// from their pool rows.
 struct PagedBatch {
+  struct StateChunk {
+    int row = 0, len = 0;
+    bool fresh = false;
+  };
   array tokens = array(0);
   array positions = array(0);
   array slots = array(0);
@@ -90,15 +121,41 @@ struct PagedBatch {
   array lengths = array(0);
   array sample_rows = array(0);
   std::vector<std::pair<int, int>> fresh;
+  array state_slots = array(0);
+  std::vector<StateChunk> state_chunks;
 };
 
 /// Whether the paged forward pass covers config's architecture; else why not.
 std::optional<std::string> paged_unsupported(const ModelConfig& config);
 
-/// The logits [S, vocab] of batch.sample_rows after the forward pass over batch's tokens,
-/// whose keys and values are written into k_pools[i], v_pools[i] (layer i's pools
-/// [blocks, Hkv, block_size, head_dim], replaced by the updated ones) by fast::paged_write and
-/// read by fast::paged_attention. Lazy.
+/// Layer `layer`'s pair of zeroed pools for the paged forward pass, dense buffers: an
+/// attention layer's key and value pools [blocks, Hkv, block_size, head_dim] in `dtype`; a
+/// Gated DeltaNet layer's state pools of state_rows rows: the conv's last K − 1 inputs
+/// [state_rows, 1, K − 1, conv_dim] in `dtype` and the recurrent state
+/// [state_rows, Hv, Dv, Dk] in float32. Each state pool is written by fast::paged_write as a
+/// paged pool whose blocks are the rows (a state's positions being its K − 1 inputs, its Dv
+/// rows), so that a step updates it in place.
+std::pair<array, array> make_layer_pools(const ModelConfig& config, int layer, int blocks, int block_size,
+                                         int state_rows, Dtype dtype);
+
+/// Bytes of layer `layer`'s pools per KV block (attention layers) and per state row (Gated
+/// DeltaNet layers); the other is 0.
+std::pair<double, double> layer_pool_bytes(const ModelConfig& config, int layer, int block_size, Dtype dtype);
+
+/// The Gated DeltaNet layer `layer` over the ragged batch's rows x [T, hidden] → [T, hidden]
+/// (gated_deltanet): the one-token continuations together (fast::causal_conv1d_step and
+/// fast::gated_delta_slots over their pool rows), each other range alone (conv1d over its
+/// window; fast::gated_delta from zeros when fresh, else gated_delta_slots), their new states
+/// written into conv_pool and state_pool (make_layer_pools' layouts), which are replaced by the
+/// updated ones.
+array paged_linear_attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x,
+                             const PagedBatch& batch, array& conv_pool, array& state_pool);
+
+/// The logits [S, vocab] of batch.sample_rows after the forward pass over batch's tokens.
+/// k_pools[i], v_pools[i] are layer i's pools (make_layer_pools), replaced by the updated
+/// ones: an attention layer's keys and values, written by fast::paged_write and read by
+/// fast::paged_attention; a Gated DeltaNet layer's conv and recurrent states
+/// (paged_linear_attention). Lazy.
 array paged_forward(const ModelConfig& config, const WeightMap& weights, const PagedBatch& batch,
                     std::vector<array>& k_pools, std::vector<array>& v_pools);
 

@@ -314,8 +314,7 @@ Cache Model::make_cache(int batch, int capacity) const {
   const ModelConfig& c = config_;
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     if (c.is_linear_layer(i)) {
-      const int conv_dim = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
-      cache.layers[i].conv_state = zeros({batch, c.linear_conv_kernel_dim - 1, conv_dim}, dtype());
+      cache.layers[i].conv_state = zeros({batch, c.linear_conv_kernel_dim - 1, c.linear_conv_dim()}, dtype());
       cache.layers[i].recurrent_state =
           zeros({batch, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim}, float32);
     }

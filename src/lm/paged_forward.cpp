@@ -4,8 +4,11 @@
 // table (fast::paged_attention, every token a query row of its own with its own length, so
 // prefill chunks and decode tokens share one call). The projections, norms, MLP and MoE are
 // the dense path's (src/lm/layers.h); the rotation is the same rope, applied per token at its
-// position. Source: vLLM's model runner (flattened tokens with per-token slots).
+// position. Gated DeltaNet layers (Qwen3-Next) keep per-sequence states in pools of their own
+// (paged_gated_deltanet.cpp). Source: vLLM's model runner (flattened tokens with per-token
+// slots).
 #include <cmath>
+#include <stdexcept>
 
 #include "layers.h"
 #include "nuvec/ops.h"
@@ -13,18 +16,29 @@
 namespace nuvec::lm::detail {
 
 std::optional<std::string> paged_unsupported(const ModelConfig& c) {
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    if (c.is_linear_layer(i)) {
-      return "Gated DeltaNet layers (" + c.model_type + ") keep a recurrent state, not a paged KV cache";
-    }
-  }
   if (c.gpt_oss) {
     return "attention sinks and sliding windows (gpt_oss) are not in paged_attention";
   }
-  if (c.attention_output_gate) {
-    return "gated attention outputs (" + c.model_type + ") are not paged";
-  }
   return std::nullopt;
+}
+
+std::pair<array, array> make_layer_pools(const ModelConfig& c, int layer, int blocks, int block_size, int state_rows,
+                                         Dtype dtype) {
+  auto zeroed = [](const Shape& shape, Dtype t) { return contiguous(zeros(shape, t)); };
+  if (c.is_linear_layer(layer)) {
+    return {zeroed({state_rows, 1, c.linear_conv_kernel_dim - 1, c.linear_conv_dim()}, dtype),
+            zeroed({state_rows, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim}, float32)};
+  }
+  const Shape kv = {blocks, c.num_key_value_heads, block_size, c.head_dim};
+  return {zeroed(kv, dtype), zeroed(kv, dtype)};
+}
+
+std::pair<double, double> layer_pool_bytes(const ModelConfig& c, int layer, int block_size, Dtype dtype) {
+  if (c.is_linear_layer(layer)) {
+    return {0.0, double(c.linear_conv_kernel_dim - 1) * c.linear_conv_dim() * size_of(dtype) +
+                     double(c.linear_num_value_heads) * c.linear_value_head_dim * c.linear_key_head_dim * 4.0};
+  }
+  return {2.0 * c.num_key_value_heads * block_size * c.head_dim * size_of(dtype), 0.0};
 }
 
 namespace {
@@ -66,7 +80,17 @@ array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer,
   const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   // [T, H, 1, D]: each token is a batch row of its own (its own position and length).
   const auto qkv = linears(c, w, path, {"q_proj", "k_proj", "v_proj"}, x);
-  array q = reshape(qkv[0], {T, Hq, 1, D}), k = reshape(qkv[1], {T, Hkv, 1, D}), v = reshape(qkv[2], {T, Hkv, 1, D});
+  array k = reshape(qkv[1], {T, Hkv, 1, D}), v = reshape(qkv[2], {T, Hkv, 1, D});
+  array q = qkv[0];
+  std::optional<array> gate;
+  if (c.attention_output_gate) {
+    // Qwen3-Next: per head, D query features then D gate features (as attention()).
+    array qg = reshape(q, {T, Hq, 1, 2 * D});
+    q = slice(qg, {0, 0, 0, 0}, {T, Hq, 1, D});
+    gate = reshape(slice(qg, {0, 0, 0, D}, {T, Hq, 1, 2 * D}), {T, Hq * D});
+  } else {
+    q = reshape(q, {T, Hq, 1, D});
+  }
   // Normalised (Qwen3) and rotated at each token's position in one norm_rope node each.
   std::optional<float> eps;
   std::optional<array> q_norm, k_norm;
@@ -84,7 +108,11 @@ array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer,
   const float scale = m * m / std::sqrt(float(D));
   array o = b.fresh.empty() ? fast::paged_attention(q, k_pool, v_pool, b.tables, b.lengths, scale)
                             : mixed_attention(q, k, v, k_pool, v_pool, b, scale);
-  return linear(c, w, path + ".o_proj", reshape(o, {T, Hq * D}));
+  o = reshape(o, {T, Hq * D});
+  if (gate) {
+    o = multiply(o, sigmoid(*gate));
+  }
+  return linear(c, w, path + ".o_proj", o);
 }
 
 } // namespace
@@ -93,11 +121,26 @@ array paged_forward(const ModelConfig& c, const WeightMap& w, const PagedBatch& 
                     std::vector<array>& v_pools) {
   const int T = b.tokens.shape(0);
   const float eps = c.rms_norm_eps;
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    if (!c.is_linear_layer(i)) continue;
+    // The ranges must follow the one-token rows and cover the batch (layers.h, PagedBatch).
+    int row = b.state_chunks.empty() ? T : b.state_chunks.front().row;
+    for (const auto& ch : b.state_chunks) {
+      if (ch.row != row || ch.len <= 0) row = -1;
+      if (row < 0) break;
+      row += ch.len;
+    }
+    if (row != T || b.state_slots.ndim() != 1 || b.state_slots.shape(0) != T) {
+      throw std::logic_error("[lm.paged_forward] state_slots and state_chunks do not describe the batch's rows");
+    }
+    break;
+  }
   auto norm = [&](const std::string& name) { return norm_weight(c, w, name); };
   array h = embedding(c, w, "model.embed_tokens", b.tokens);
   array y = fast::rms_norm(h, norm(layer_path(0) + ".input_layernorm.weight"), eps);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    array a = paged_attention_layer(c, w, i, y, b, k_pools[i], v_pools[i]);
+    array a = c.is_linear_layer(i) ? paged_linear_attention(c, w, i, y, b, k_pools[i], v_pools[i])
+                                   : paged_attention_layer(c, w, i, y, b, k_pools[i], v_pools[i]);
     std::tie(h, y) = fast::add_rms_norm(a, h, norm(layer_path(i) + ".post_attention_layernorm.weight"), eps);
     array mlp = feed_forward(c, w, i, y, 1, T);
     const std::string next = i + 1 < c.num_hidden_layers ? layer_path(i + 1) + ".input_layernorm.weight"

@@ -99,6 +99,10 @@ struct ModelConfig {
   /// Whether layer `i` attends over a sliding window of sliding_window keys.
   bool is_sliding_layer(int i) const;
 
+  /// The channels of a Gated DeltaNet layer's short convolution (its q, k and v):
+  /// 2 · linear_num_key_heads · linear_key_head_dim + linear_num_value_heads · linear_value_head_dim.
+  int linear_conv_dim() const;
+
   /// The quantization of module `path` (e.g. "model.layers.0.mlp.gate_proj"): its override
   /// when there is one, else the default (nullopt when the model is not quantized).
   std::optional<QuantizationSpec> quantization_for(const std::string& path) const;

@@ -12,6 +12,13 @@
 // the tokens it made so far recomputed later) rather than failing. Full prompt blocks with
 // the same tokens are shared between sequences (prefix sharing, reference-counted).
 // Finished and cancelled sequences free their blocks at once.
+//
+// Hybrid models (Qwen3-Next: Gated DeltaNet layers beside attention layers) keep, per running
+// sequence, one row of each Gated DeltaNet layer's state pools (its conv inputs and recurrent
+// state, fast::gated_delta_slots reading and writing them by row), as vLLM's Mamba cache; the
+// row is taken at admission and freed with the blocks. Their decodes run together; each prompt
+// chunk runs its conv and recurrence alone. A preempted sequence recomputes its state from
+// its tokens; prefix sharing is off for them (a block's state is not kept).
 #pragma once
 
 #include <atomic>
@@ -39,7 +46,8 @@ struct EngineOptions {
   float gpu_memory_fraction = 0.5f; ///< In (0, 1]: the pools' share of free GPU memory (num_blocks 0).
   int max_batch_tokens = 512;   ///< Tokens one step computes (decodes first, then prefill chunks).
   int max_running = 256;        ///< Sequences admitted at once.
-  bool prefix_sharing = true;   ///< Share full prompt blocks with equal tokens.
+  /// Share full prompt blocks with equal tokens (models without Gated DeltaNet layers).
+  bool prefix_sharing = true;
   /// Pad each step to a bucket (tokens, sampled rows and block-table width each to a power of
   /// two) and run its forward pass through compile_graph: on a GPU each bucket is captured once
   /// as a CUDA graph and replayed (GraphReplay in compile.h); on the CPU compile replays the trace.
@@ -77,16 +85,18 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t shared_block_hits = 0; ///< Prompt blocks taken from another sequence instead of computed.
+  int state_slots = 0;          ///< Rows of the Gated DeltaNet state pools (max_running; 0 without such layers).
+  int free_state_slots = 0;     ///< Of them, held by no sequence.
 };
 
-/// A continuous-batching engine over a Model (architectures whose layers are all attention
-/// layers without sinks or sliding windows: llama, mistral, qwen2, qwen3, qwen3_moe).
+/// A continuous-batching engine over a Model (llama, mistral, qwen2, qwen3, qwen3_moe,
+/// qwen3_next; not gpt_oss, whose sinks and sliding windows paged_attention lacks).
 /// submit() and cancel() may be called from any thread; steps run on the thread that calls
 /// step()/run_until_idle(), or on the engine's own thread after start().
 class Engine {
  public:
   /// Throws std::invalid_argument ("[lm.Engine] ...") for an architecture it cannot page
-  /// (Gated DeltaNet layers, attention sinks, sliding windows) or bad options.
+  /// (attention sinks, sliding windows: gpt_oss) or bad options.
   explicit Engine(const Model& model, EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;

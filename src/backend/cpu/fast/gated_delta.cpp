@@ -84,6 +84,10 @@ void gated_delta_cpu(GatedDeltaMode mode, const std::vector<array>& inputs, std:
   std::vector<array> in;
   for (int i = 0; i < 5; ++i) in.push_back(cpu::contiguous_copy(inputs[i], acc));
   const array& q = inputs[0];
+  // The slots mode updates the pool in place when nothing else refers to it (the serving
+  // engine replaces its pool with the result each step): each task reads its row before it
+  // writes it. Asked before any handle to the pool is copied here.
+  const bool donated = mode == GatedDeltaMode::slots && cpu::donate(inputs[5], outputs[1]);
   const array state = cpu::as_row_contiguous(inputs[5]);
   Operands<A> o{in[0].data<A>(), in[1].data<A>(), in[2].data<A>(), in[3].data<A>(), in[4].data<A>(),
                 q.shape(0), q.shape(1), q.shape(2), q.shape(3), inputs[2].shape(2), inputs[2].shape(3)};
@@ -105,7 +109,7 @@ void gated_delta_cpu(GatedDeltaMode mode, const std::vector<array>& inputs, std:
     if (auto at = std::adjacent_find(sorted.begin(), sorted.end()); at != sorted.end()) {
       throw_invalid_argument("gated_delta_slots", "indices must be distinct; row ", *at, " is named twice.");
     }
-    cpu::copy_strided(state, states); // the rows no sequence names
+    if (!donated) cpu::copy_strided(state, states); // the rows no sequence names
   } else {
     for (int64_t b = 0; b < o.b; ++b) source[b] = b;
     states.set_data(allocator::malloc(states.nbytes()));

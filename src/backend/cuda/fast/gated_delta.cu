@@ -211,16 +211,21 @@ void GatedDelta::eval_gpu(const std::vector<array>& inputs, std::vector<array>& 
     const array c = cu::as_row_contiguous(x);
     return cu::is_aligned(cu::device_ptr(c), 16) ? c : cu::contiguous_copy(x);
   };
+  const bool slots = mode_ == GatedDeltaMode::slots;
+  array& states = outputs[1];
+  // The slots mode updates the pool in place when nothing else refers to it (the serving
+  // engine replaces its pool with the result each step): each block reads its rows of a
+  // sequence's state before it writes them, and no two blocks share rows. Asked before any
+  // handle to the pool is copied here.
+  bool donated = false;
+  if (slots) cu::donate_or_alloc_output(inputs[5], states, &donated);
   const array q = aligned(inputs[0]), k = aligned(inputs[1]), v = cu::as_row_contiguous(inputs[2]);
   const array g = cu::as_row_contiguous(inputs[3]), beta = cu::as_row_contiguous(inputs[4]);
   const array state = aligned(inputs[5]);
   array& y = outputs[0];
-  array& states = outputs[1];
   cu::alloc_output(y);
-  const bool slots = mode_ == GatedDeltaMode::slots;
   if (slots) {
-    cu::alloc_output(states);
-    if (states.size() > 0) {
+    if (!donated && states.size() > 0) {
       cu::copy_elements(
           cu::device_ptr(state), state.dtype(), row_strides(state.shape()), cu::device_ptr(states), states.dtype(),
           row_strides(states.shape()), states.shape());

@@ -1,0 +1,100 @@
+// The Gated DeltaNet layer of the serving engine (src/lm/layers.h, paged_linear_attention):
+// a ragged batch's sequences each carry their conv inputs and recurrent state in a row of two
+// state pools, as vLLM's and SGLang's Mamba caches keep one state slot per running request.
+// The one-token continuations (the decodes) run together, one causal_conv1d_step and one
+// gated_delta_slots over their rows; every other range (a prompt chunk) runs alone, its conv
+// over its window and its recurrence from zeros when it starts the sequence. The state pools
+// are paged pools with the rows as blocks, so fast::paged_write stores a new state in place.
+#include "layers.h"
+#include "nuvec/ops.h"
+
+namespace nuvec::lm::detail {
+
+namespace {
+
+// Writes rows [n, R, ...] (a state of R positions per sequence) into the pool [P, H, R, D]
+// whose rows `slots` [n] they are: position j of row s is the paged slot s · R + j.
+array store_rows(const array& pool, const array& slots, const array& rows_nhd) {
+  const int R = pool.shape(2);
+  const int n = slots.shape(0);
+  array at = add(multiply(reshape(slots, {n, 1}), array(R, int32)), reshape(arange(R, int32), {1, R}));
+  return fast::paged_write(pool, rows_nhd, reshape(at, {n * R}));
+}
+
+} // namespace
+
+array paged_linear_attention(const ModelConfig& c, const WeightMap& w, int layer, const array& x,
+                             const PagedBatch& b, array& conv_pool, array& state_pool) {
+  const int T = x.shape(0);
+  const int P = conv_pool.shape(0), Km1 = conv_pool.shape(2), C = conv_pool.shape(3);
+  const int Hv = state_pool.shape(1), Dv = state_pool.shape(2), Dk = state_pool.shape(3);
+  const int singles = b.state_chunks.empty() ? T : b.state_chunks.front().row;
+  const array single_slots = slice(b.state_slots, {0}, {singles});
+  auto chunk_slot = [&](const PagedBatch::StateChunk& ch) { return slice(b.state_slots, {ch.row}, {ch.row + 1}); };
+  // Rows [from, from + n) of t [T, ...] as [B, L, ...] (B · L = n).
+  auto rows = [](const array& t, int from, int B, int L) {
+    Shape start(t.ndim(), 0), stop = t.shape(), shape = t.shape();
+    start[0] = from;
+    stop[0] = from + B * L;
+    shape[0] = L;
+    shape.insert(shape.begin(), B);
+    return reshape(slice(t, start, stop), shape);
+  };
+
+  // The conv's last K − 1 inputs of the sequences at `slots`, [n, K − 1, C], and their update.
+  auto conv_state = [&](const array& slots) { return take(reshape(conv_pool, {P, Km1, C}), slots, 0); };
+  auto store_conv = [&](const array& slots, const array& state) {
+    if (Km1 == 0) return; // a kernel of 1 keeps nothing
+    conv_pool = store_rows(conv_pool, slots, reshape(state, {slots.shape(0) * Km1, 1, C}));
+  };
+  // A final recurrent state [n, Hv, Dv, Dk] into the rows `slots`.
+  auto store_state = [&](const array& slots, const array& state) {
+    state_pool = store_rows(state_pool, slots, reshape(transpose(state, {0, 2, 1, 3}), {slots.shape(0) * Dv, Hv, Dk}));
+  };
+
+  DeltaSequenceOps ops;
+  ops.conv = [&](const array& mixed, const array& weight) {
+    const int K = weight.shape(1);
+    std::vector<array> out;
+    if (singles > 0) {
+      auto [y, state] = fast::causal_conv1d_step(rows(mixed, 0, singles, 1), weight, conv_state(single_slots));
+      store_conv(single_slots, state);
+      out.push_back(reshape(y, {singles, C}));
+    }
+    for (const auto& ch : b.state_chunks) {
+      array before = ch.fresh ? zeros({1, K - 1, C}, mixed.dtype()) : astype(conv_state(chunk_slot(ch)), mixed.dtype());
+      array window = concatenate({before, rows(mixed, ch.row, 1, ch.len)}, 1);
+      store_conv(chunk_slot(ch), slice(window, {0, ch.len, 0}, {1, ch.len + K - 1, C}));
+      out.push_back(reshape(conv1d(window, weight, 1, 0, 1, C), {ch.len, C}));
+    }
+    return out.size() == 1 ? out[0] : concatenate(out, 0);
+  };
+  ops.recurrence = [&](const array& q, const array& k, const array& v, const array& g, const array& beta) {
+    std::vector<array> out;
+    if (singles > 0) {
+      auto part = [&](const array& t) { return rows(t, 0, singles, 1); };
+      auto [y, pool] = fast::gated_delta_slots(part(q), part(k), part(v), part(g), part(beta), state_pool, single_slots);
+      state_pool = pool;
+      out.push_back(reshape(y, {singles, Hv, Dv}));
+    }
+    for (const auto& ch : b.state_chunks) {
+      auto part = [&](const array& t) { return rows(t, ch.row, 1, ch.len); };
+      array y = array(0.0f);
+      if (ch.fresh) {
+        auto [yf, final_state] =
+            fast::gated_delta(part(q), part(k), part(v), part(g), part(beta), zeros({1, Hv, Dv, Dk}, float32));
+        store_state(chunk_slot(ch), final_state);
+        y = yf;
+      } else {
+        auto [yc, pool] = fast::gated_delta_slots(part(q), part(k), part(v), part(g), part(beta), state_pool, chunk_slot(ch));
+        state_pool = pool;
+        y = yc;
+      }
+      out.push_back(reshape(y, {ch.len, Hv, Dv}));
+    }
+    return out.size() == 1 ? out[0] : concatenate(out, 0);
+  };
+  return gated_deltanet(c, w, layer, x, ops);
+}
+
+} // namespace nuvec::lm::detail
