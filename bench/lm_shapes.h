@@ -38,8 +38,19 @@ inline lm::ModelConfig shape_config(const std::string& shape) {
     json = R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
       "num_hidden_layers": 28, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 128,
       "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "rope_theta": 1000000.0})";
+  } else if (shape == "qwen3-next-8l") {
+    // Qwen3-Next-80B-A3B's widths with 8 of its 48 layers (6 Gated DeltaNet, 2 attention):
+    // the hybrid serving path (state rows beside the paged KV cache) at the real sizes.
+    json = R"({"model_type": "qwen3_next", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5120,
+      "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+      "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
+      "rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "full_attention_interval": 4,
+      "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+      "linear_num_value_heads": 32, "linear_value_head_dim": 128, "num_experts": 512, "num_experts_per_tok": 10,
+      "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1,
+      "norm_topk_prob": true, "mlp_only_layers": []})";
   } else {
-    std::cerr << "unknown shape " << shape << " (llama-3.2-1b, qwen3-0.6b, qwen3-8b, qwen3-tiny)\n";
+    std::cerr << "unknown shape " << shape << " (llama-3.2-1b, qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-next-8l)\n";
     std::exit(1);
   }
   return lm::ModelConfig::from_json_string(json);
@@ -83,9 +94,12 @@ inline size_t decode_weight_bytes(const lm::Model& model) {
   return bytes;
 }
 
-/// The KV-cache bytes one cached position adds (keys and values of every layer, 2-byte dtype).
+/// The KV-cache bytes one cached position adds (keys and values of every attention layer,
+/// 2-byte dtype; Gated DeltaNet layers keep a state of fixed size instead).
 inline size_t kv_bytes_per_token(const lm::ModelConfig& c) {
-  return size_t(2) * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
+  size_t layers = 0;
+  for (int i = 0; i < c.num_hidden_layers; ++i) layers += !c.is_linear_layer(i);
+  return size_t(2) * layers * c.num_key_value_heads * c.head_dim * 2;
 }
 
 } // namespace nuvec::bench
