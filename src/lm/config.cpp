@@ -115,6 +115,13 @@ bool ModelConfig::is_sliding_layer(int i) const {
   return i >= 0 && i < int(layer_types.size()) && layer_types[i] == "sliding_attention";
 }
 
+bool ModelConfig::has_linear_layers() const {
+  for (int i = 0; i < num_hidden_layers; ++i) {
+    if (is_linear_layer(i)) return true;
+  }
+  return false;
+}
+
 int ModelConfig::linear_conv_dim() const {
   return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim;
 }

@@ -62,7 +62,7 @@ struct Engine::Impl {
   using SeqPtr = std::unique_ptr<Sequence>;
 
   Impl(const Model& model, const EngineOptions& o, int num_blocks)
-      : model(model), options(o), blocks(num_blocks), hybrid(has_state_layers(model.config())),
+      : model(model), options(o), blocks(num_blocks), hybrid(model.config().has_linear_layers()),
         sharing(o.prefix_sharing && !hybrid), state_rows(hybrid ? state_pool_rows(o) : 0) {
     for (int r = options.max_running - 1; hybrid && r >= 0; --r) free_state_slots.push_back(r);
     make_pools();
@@ -151,18 +151,10 @@ struct Engine::Impl {
     return o.max_running + bucket(std::min(o.max_running, o.max_batch_tokens)) / 2;
   }
 
-  // Whether the model has Gated DeltaNet layers (whose sequences hold a state row each).
-  static bool has_state_layers(const ModelConfig& c) {
-    for (int i = 0; i < c.num_hidden_layers; ++i) {
-      if (c.is_linear_layer(i)) return true;
-    }
-    return false;
-  }
-
   const Model& model;
   EngineOptions options;
   detail::BlockAllocator blocks;
-  const bool hybrid;
+  const bool hybrid; // Gated DeltaNet layers: each running sequence holds a state row
   // Prefix sharing needs the state at a block's end, which Gated DeltaNet layers do not keep.
   const bool sharing;
   // State pool rows: one per running sequence (max_running), then the spare rows that the

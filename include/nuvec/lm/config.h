@@ -95,6 +95,8 @@ struct ModelConfig {
 
   /// Whether layer `i` is a Gated DeltaNet (linear attention) layer.
   bool is_linear_layer(int i) const;
+  /// Whether any layer is (a hybrid model: Qwen3-Next).
+  bool has_linear_layers() const;
 
   /// Whether layer `i` attends over a sliding window of sliding_window keys.
   bool is_sliding_layer(int i) const;
