@@ -310,6 +310,71 @@ TEST(FastPagedAttention, PagedWriteThenAttentionEqualsAttentionOverTheConcatenat
   }
 }
 
+// gpt-oss's options (sinks, a sliding window) over the pool equal scaled_dot_product_attention
+// with them over each sequence's keys, in float64, for decode and prefill rows, windows
+// shorter and longer than the context; bad sinks or windows throw naming the op.
+TEST(FastPagedAttention, SinksAndWindowsEqualAttentionOverTheConcatenation) {
+  const int b = 3, hkv = 2, hq = 4, d = 16, bs = 4, blocks = 30, max_blocks = 9;
+  const std::vector<int> hist{13, 30, 0};
+  std::vector<int> ids(blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng());
+  std::vector<int> tab(ids.begin(), ids.begin() + b * max_blocks);
+  const array tables(tab.begin(), {b, max_blocks}, int32);
+  const array sinks = randn({hq}, float64);
+  for (int l : {1, 5}) {
+    array kc = zeros({blocks, hkv, bs, d}, float64), vc = zeros({blocks, hkv, bs, d}, float64);
+    std::vector<array> ks, vs;
+    std::vector<int> lens(b);
+    const array q = randn({b, hq, l, d}, float64);
+    for (int s = 0; s < b; ++s) {
+      const int total = hist[s] + l;
+      lens[s] = total;
+      array k = randn({1, hkv, total, d}, float64), v = randn({1, hkv, total, d}, float64);
+      ks.push_back(k);
+      vs.push_back(v);
+      std::vector<int> sl;
+      for (int p = 0; p < total; ++p) sl.push_back(tab[s * max_blocks + p / bs] * bs + p % bs);
+      auto rows = [&](const array& x) { return reshape(transpose(x, {0, 2, 1, 3}), {total, hkv, d}); };
+      kc = fast::paged_write(kc, rows(k), array(sl.begin(), {total}, int32));
+      vc = fast::paged_write(vc, rows(v), array(sl.begin(), {total}, int32));
+    }
+    for (std::optional<int> window : {std::optional<int>(), std::optional<int>(1), std::optional<int>(3),
+                                      std::optional<int>(40)}) {
+      for (bool with_sinks : {false, true}) {
+        if (!window && !with_sinks) continue;
+        SCOPED_TRACE("l " + std::to_string(l) + " window " + (window ? std::to_string(*window) : "none") +
+                     (with_sinks ? " sinks" : ""));
+        const std::optional<array> sk = with_sinks ? std::optional<array>(sinks) : std::nullopt;
+        array out = fast::paged_attention(q, kc, vc, tables, array(lens.begin(), {b}, int32), 0.3f, sk, window);
+        for (int s = 0; s < b; ++s) {
+          fast::AttentionOptions o;
+          o.mask_mode = "causal";
+          o.sinks = sk;
+          o.window = window;
+          array want = fast::scaled_dot_product_attention(slice(q, {s, 0, 0, 0}, {s + 1, hq, l, d}), ks[s], vs[s], 0.3f, o);
+          expect_allclose(slice(out, {s, 0, 0, 0}, {s + 1, hq, l, d}), want, 1e-12, 1e-12);
+        }
+      }
+    }
+  }
+  const array lengths = array({1, 2, 3}, int32);
+  const array q = randn({b, hq, 1, d});
+  const array kc = zeros({blocks, hkv, bs, d}), vc = zeros({blocks, hkv, bs, d});
+  auto throws = [&](const std::optional<array>& sk, std::optional<int> w) {
+    try {
+      fast::paged_attention(q, kc, vc, tables, lengths, 1.0f, sk, w);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()).find("paged_attention") != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(throws(zeros({hq + 1}), std::nullopt));
+  EXPECT_TRUE(throws(array({1, 2, 3, 4}, int32), std::nullopt));
+  EXPECT_TRUE(throws(std::nullopt, 0));
+  EXPECT_TRUE(throws(zeros({hq}), -2));
+}
+
 // The paged decode benchmark shape, B 32, Hq 32, Hkv 8, 8192 positions, D 128, bfloat16,
 // blocks of 16 in a shuffled order: prints the time of one PagedAttention node and the bandwidth
 // of its K and V reads (1.07 GB; no assertion: a report for the lead; the goal is >= 90% of the

@@ -263,6 +263,25 @@ array paged_attention(
     float scale,
     StreamOrDevice s = {});
 
+/// paged_attention with gpt-oss's options: sinks [Hq] (floating; one extra logit per query
+/// head in each row's softmax, as AttentionOptions::sinks) and window (at least 1: query l of
+/// sequence b sees only its `window` most recent positions, those p with
+/// e − window <= p < e for its end e = lengths[b] − L + 1 + l, as a "causal" window of
+/// scaled_dot_product_attention). Either may be absent. Throws as paged_attention, and
+/// std::invalid_argument naming paged_attention for sinks not [Hq] floating or a window
+/// below 1. No kernel takes them: the fallback graph runs (the listed blocks gathered, then
+/// scaled_dot_product_attention with the mask and the sinks). nuvec's own.
+array paged_attention(
+    const array& q,
+    const array& k_cache,
+    const array& v_cache,
+    const array& block_tables,
+    const array& lengths,
+    float scale,
+    const std::optional<array>& sinks,
+    std::optional<int> window = std::nullopt,
+    StreamOrDevice s = {});
+
 /// The paged cache with rows written: cache [blocks, Hkv, block_size, D], values [N, Hkv, D]
 /// (cast to the cache's dtype), slots [N] integers (block · block_size + offset); returns the
 /// updated cache (out[s / block_size, :, s % block_size] = values[n] for s = slots[n]; a slot

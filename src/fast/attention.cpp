@@ -550,8 +550,10 @@ array paged_keys(const array& cache, const array& tables, StreamOrDevice s) {
 }
 
 // paged_attention's meaning: the listed blocks gathered, then attention with a mask of each
-// sequence's visible positions.
-array paged_attention_graph(const std::vector<array>& in, float scale, Stream s) {
+// query's visible positions (those before its end, and with a window its last `window`), and
+// the sinks' logits in its softmax.
+array paged_attention_graph(const std::vector<array>& in, float scale, const std::optional<array>& sinks,
+                            std::optional<int> window, Stream s) {
   const array &q = in[0], &tables = in[3];
   const int b = q.shape(0), lq = q.shape(2);
   array k = paged_keys(in[1], tables, s), v = paged_keys(in[2], tables, s);
@@ -562,6 +564,10 @@ array paged_attention_graph(const std::vector<array>& in, float scale, Stream s)
   array end = add(reshape(len, {b, 1, 1, 1}, s), subtract(qi, array(lq - 1, int32), s), s);
   AttentionOptions o;
   o.mask = less(pos, end, s);
+  if (window) {
+    o.mask = logical_and(*o.mask, greater_equal(pos, subtract(end, array(*window, int32), s), s), s);
+  }
+  o.sinks = sinks;
   return scaled_dot_product_attention(q, k, v, scale, o, s);
 }
 
@@ -595,6 +601,19 @@ array paged_attention(
     const array& lengths,
     float scale,
     StreamOrDevice s) {
+  return paged_attention(q, k_cache, v_cache, block_tables, lengths, scale, std::nullopt, std::nullopt, s);
+}
+
+array paged_attention(
+    const array& q,
+    const array& k_cache,
+    const array& v_cache,
+    const array& block_tables,
+    const array& lengths,
+    float scale,
+    const std::optional<array>& sinks,
+    std::optional<int> window,
+    StreamOrDevice s) {
   const char* op = "paged_attention";
   if (q.ndim() != 4 || k_cache.ndim() != 4 || k_cache.shape() != v_cache.shape()) {
     throw_invalid_argument(
@@ -624,12 +643,21 @@ array paged_attention(
   if (k_cache.shape(2) == 0) {
     throw_invalid_argument(op, "the block size (k_cache.shape(2)) must be positive; got caches ", k_cache.shape(), ".");
   }
+  if (sinks && (sinks->ndim() != 1 || sinks->shape(0) != hq || !issubdtype(sinks->dtype(), floating))) {
+    throw_invalid_argument(op, "sinks must be [", hq, "] floating; got ", sinks->dtype(), " ", sinks->shape(), ".");
+  }
+  if (window && *window < 1) throw_invalid_argument(op, "window must be at least 1; got ", *window, ".");
   const Stream stream = to_stream(s);
   // No query (no sequence, head or position, or head size 0): an empty result, without a node.
   if (q.size() == 0) return zeros(q.shape(), dt, stream);
   std::vector<array> in{
       q, astype(k_cache, dt, stream), astype(v_cache, dt, stream), fast::detail::saturate_to_int32(block_tables, stream),
       fast::detail::saturate_to_int32(lengths, stream)};
+  if (sinks || window) {
+    // No kernel takes sinks or a window: the graph itself.
+    return paged_attention_graph(in, scale, sinks ? std::optional<array>(astype(*sinks, dt, stream)) : std::nullopt,
+                                 window, stream);
+  }
   auto prim = std::make_shared<PagedAttention>(stream, scale);
   const bool covers = on_gpu(stream) && (dt == float16 || dt == bfloat16 || dt == float32) &&
       (d == 64 || d == 128 || d == 256) && power_of_two(k_cache.shape(2)) &&
@@ -675,7 +703,7 @@ PagedAttention::PagedAttention(Stream stream, float scale)
     : FastPrimitive(
           stream,
           [stream, scale](const std::vector<array>& in) {
-            return std::vector<array>{fast::paged_attention_graph(in, scale, stream)};
+            return std::vector<array>{fast::paged_attention_graph(in, scale, std::nullopt, std::nullopt, stream)};
           }),
       scale_(scale) {}
 

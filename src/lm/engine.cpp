@@ -522,9 +522,6 @@ bool Engine::Impl::step() {
 
 Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
   const ModelConfig& c = model.config();
-  if (auto why = detail::paged_unsupported(c)) {
-    fail("cannot serve this model: " + *why);
-  }
   if (options_.block_size <= 0 || options_.max_batch_tokens <= 0 || options_.max_running <= 0 ||
       options_.num_blocks < 0) {
     fail("block_size, max_batch_tokens and max_running must be positive and num_blocks non-negative; got " +

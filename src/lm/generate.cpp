@@ -109,10 +109,11 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
   if (max_new <= 0) {
     return result;
   }
-  // Hybrid models keep the dense path here: their engine path has not yet been checked on a
-  // GPU against transformers (scripts/lm_gpu_check.sh checks generate_tokens), as this one was.
+  // Hybrid models and GPT-OSS keep the dense path here: their engine path has not yet been
+  // checked on a GPU against transformers (scripts/lm_gpu_check.sh checks generate_tokens),
+  // and GPT-OSS's paged attention is the fallback graph (no kernel takes sinks or windows).
   if (options.cuda_graphs && n <= options.prefill_step && default_device().type == Device::gpu &&
-      !detail::paged_unsupported(config) && !config.has_linear_layers()) {
+      !config.gpt_oss && !config.has_linear_layers()) {
     return generate_paged(model, prompt, options, max_new, on_token);
   }
   const bool penalise = options.sampling.repetition_penalty != 1.0f;

@@ -125,9 +125,6 @@ struct PagedBatch {
   std::vector<StateChunk> state_chunks;
 };
 
-/// Whether the paged forward pass covers config's architecture; else why not.
-std::optional<std::string> paged_unsupported(const ModelConfig& config);
-
 /// Layer `layer`'s pair of zeroed pools for the paged forward pass, dense buffers: an
 /// attention layer's key and value pools [blocks, Hkv, block_size, head_dim] in `dtype`; a
 /// Gated DeltaNet layer's state pools of state_rows rows: the conv's last K − 1 inputs

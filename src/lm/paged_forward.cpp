@@ -15,13 +15,6 @@
 
 namespace nuvec::lm::detail {
 
-std::optional<std::string> paged_unsupported(const ModelConfig& c) {
-  if (c.gpt_oss) {
-    return "attention sinks and sliding windows (gpt_oss) are not in paged_attention";
-  }
-  return std::nullopt;
-}
-
 std::pair<array, array> make_layer_pools(const ModelConfig& c, int layer, int blocks, int block_size, int state_rows,
                                          Dtype dtype) {
   auto zeroed = [](const Shape& shape, Dtype t) { return contiguous(zeros(shape, t)); };
@@ -43,19 +36,30 @@ std::pair<double, double> layer_pool_bytes(const ModelConfig& c, int layer, int 
 
 namespace {
 
+// GPT-OSS's attention options of a layer: its sinks, and its window on sliding layers.
+struct LayerOptions {
+  std::optional<array> sinks;
+  std::optional<int> window;
+};
+
 // Attention of a batch with fresh prefill segments: each segment's rows attend causally among
 // themselves through scaled_dot_product_attention (q, k, v as [T, H, 1, D] rows: the keys and
 // values just written to the pools); the rows between segments through paged_attention.
 // The pieces are joined in row order.
 array mixed_attention(const array& q, const array& k, const array& v, const array& k_pool, const array& v_pool,
-                      const PagedBatch& b, float scale) {
+                      const PagedBatch& b, float scale, const LayerOptions& lo) {
   const int T = q.shape(0), Hq = q.shape(1), D = q.shape(3), W = b.tables.shape(1);
   std::vector<array> pieces;
   auto paged_rows = [&](int a, int e) {
     if (a >= e) return;
     pieces.push_back(fast::paged_attention(slice(q, {a, 0, 0, 0}, {e, Hq, 1, D}), k_pool, v_pool,
-                                           slice(b.tables, {a, 0}, {e, W}), slice(b.lengths, {a}, {e}), scale));
+                                           slice(b.tables, {a, 0}, {e, W}), slice(b.lengths, {a}, {e}), scale,
+                                           lo.sinks, lo.window));
   };
+  fast::AttentionOptions causal;
+  causal.mask_mode = "causal";
+  causal.sinks = lo.sinks;
+  causal.window = lo.window;
   // Rows [a, a + L) of x [T, H, 1, D] as [1, H, L, D].
   auto as_heads = [](const array& x, int a, int L) {
     const int H = x.shape(1), Dx = x.shape(3);
@@ -65,7 +69,7 @@ array mixed_attention(const array& q, const array& k, const array& v, const arra
   for (auto [a, L] : b.fresh) {
     paged_rows(row, a);
     array o = fast::scaled_dot_product_attention(as_heads(q, a, L), as_heads(k, a, L), as_heads(v, a, L), scale,
-                                                 "causal");
+                                                 causal);
     pieces.push_back(reshape(transpose(o, {0, 2, 1, 3}), {L, Hq, 1, D}));
     row = a + L;
   }
@@ -106,8 +110,13 @@ array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer,
   v_pool = fast::paged_write(v_pool, reshape(v, {T, Hkv, D}), b.slots);
   const float m = rope_attention_factor(c);
   const float scale = m * m / std::sqrt(float(D));
-  array o = b.fresh.empty() ? fast::paged_attention(q, k_pool, v_pool, b.tables, b.lengths, scale)
-                            : mixed_attention(q, k, v, k_pool, v_pool, b, scale);
+  LayerOptions lo;
+  if (c.gpt_oss) {
+    lo.sinks = w.at(path + ".sinks");
+    if (c.is_sliding_layer(layer)) lo.window = c.sliding_window;
+  }
+  array o = b.fresh.empty() ? fast::paged_attention(q, k_pool, v_pool, b.tables, b.lengths, scale, lo.sinks, lo.window)
+                            : mixed_attention(q, k, v, k_pool, v_pool, b, scale, lo);
   o = reshape(o, {T, Hq * D});
   if (gate) {
     o = multiply(o, sigmoid(*gate));

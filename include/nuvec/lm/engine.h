@@ -89,14 +89,13 @@ struct EngineStats {
   int free_state_slots = 0;     ///< Of them, held by no sequence.
 };
 
-/// A continuous-batching engine over a Model (llama, mistral, qwen2, qwen3, qwen3_moe,
-/// qwen3_next; not gpt_oss, whose sinks and sliding windows paged_attention lacks).
+/// A continuous-batching engine over a Model of any supported architecture (GPT-OSS's sinks
+/// and sliding windows go through paged_attention's fallback graph: no kernel takes them).
 /// submit() and cancel() may be called from any thread; steps run on the thread that calls
 /// step()/run_until_idle(), or on the engine's own thread after start().
 class Engine {
  public:
-  /// Throws std::invalid_argument ("[lm.Engine] ...") for an architecture it cannot page
-  /// (attention sinks, sliding windows: gpt_oss) or bad options.
+  /// Throws std::invalid_argument ("[lm.Engine] ...") for bad options.
   explicit Engine(const Model& model, EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;
