@@ -359,34 +359,44 @@ TEST_P(EngineLeaks, NoBlockLeaksUnderRandomCancellations) {
 
 INSTANTIATE_TEST_SUITE_P(Lm, EngineLeaks, ::testing::Values("llama", "qwen3_next"));
 
-// A hybrid model (Gated DeltaNet layers): with two state rows for seven requests, each row
-// serves several sequences in turn (a new one never reads what the last left), and with
-// prefix sharing asked for, no block is shared (a block's recurrent state is not kept); the
-// tokens are each request's alone, and the rows are all free at the end.
+// A hybrid model (Gated DeltaNet layers): with fewer state rows than requests, each row
+// serves several sequences in turn (a new one never reads what the last left); bucketed
+// decode steps pad with rows no sequence holds, then spare rows (max_running and
+// max_batch_tokens not powers of two, a budget below max_running); with prefix sharing
+// asked for, no block is shared (a block's recurrent state is not kept). The tokens are the
+// dense path's, and every row is free at the end.
 TEST(LmEngine, HybridStateRowsAreReusedAndPrefixesNotShared) {
   Model model = Model::load(fixture("qwen3_next"), float32);
-  auto ps = prompts(model.config().vocab_size, 7, 41);
+  auto ps = prompts(model.config().vocab_size, 9, 41);
   std::vector<int> prefix(12, 5);
   for (auto& p : ps) p.insert(p.begin(), prefix.begin(), prefix.end());
-  std::vector<EngineRequest> requests = greedy_all(ps, 8);
-  EngineOptions options = small_engine(4, 128, 16);
-  options.max_running = 2;
-  ASSERT_TRUE(options.prefix_sharing);
-  Engine engine(model, options);
-  std::vector<EngineResult> got(requests.size());
-  submit_range(engine, requests, got, 0, requests.size());
-  engine.run_until_idle();
-  EngineStats st = engine.stats();
-  EXPECT_EQ(st.shared_block_hits, 0);
-  EXPECT_EQ(st.state_slots, 2);
-  EXPECT_EQ(st.free_state_slots, 2);
-  EXPECT_EQ(st.free_blocks, st.total_blocks);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(got[i].tokens, generate_batch(model, {requests[i]}, small_engine(4, 128, 16))[0].tokens) << "request " << i;
+  // Lengths that end the requests at different steps: decode steps of every count of rows.
+  std::vector<EngineRequest> requests;
+  std::vector<std::vector<int>> want;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    requests.push_back(greedy(ps[i], 2 + int(i * 5) % 11));
     GenerationOptions g;
-    g.max_tokens = 8;
+    g.max_tokens = requests.back().max_tokens;
     g.stop_at_eos = false;
-    EXPECT_EQ(got[i].tokens, generate_tokens(model, ps[i], g).tokens) << "request " << i << " vs generate_tokens";
+    want.push_back(generate_tokens(model, ps[i], g).tokens);
+  }
+  for (auto [running, budget] : {std::pair{2, 16}, std::pair{5, 3}, std::pair{6, 100}, std::pair{7, 5}}) {
+    SCOPED_TRACE("max_running " + std::to_string(running) + ", max_batch_tokens " + std::to_string(budget));
+    EngineOptions options = small_engine(4, 128, budget);
+    options.max_running = running;
+    ASSERT_TRUE(options.prefix_sharing && options.compiled_steps);
+    Engine engine(model, options);
+    std::vector<EngineResult> got(requests.size());
+    submit_range(engine, requests, got, 0, requests.size());
+    engine.run_until_idle();
+    EngineStats st = engine.stats();
+    EXPECT_EQ(st.shared_block_hits, 0);
+    EXPECT_EQ(st.state_slots, running);
+    EXPECT_EQ(st.free_state_slots, running);
+    EXPECT_EQ(st.free_blocks, st.total_blocks);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
+    }
   }
 }
 

@@ -361,13 +361,13 @@ std::pair<array, array> gated_delta_steps(
 /// gated_delta over a pool of states (continuous batching): sequence b starts from
 /// pool[slots[b]] and its final state is written back there. pool [P, Hv, Dv, Dk]; slots [B]
 /// integers in [-P, P) (negative ones count from the end), distinct. Returns {y, the updated
-/// pool} (rows not named by slots are the pool's; written into the pool's own buffer when
-/// nothing else refers to it (array::is_donatable), as paged_write, else into a copy). Throws std::invalid_argument
-/// naming gated_delta_slots for a pool or slots of the wrong shape or non-integer slots (and
-/// as gated_delta for the rest), std::out_of_range at evaluation for a slot outside the pool,
+/// pool} (rows not named by slots are the pool's). Throws std::invalid_argument naming
+/// gated_delta_slots for a pool or slots of the wrong shape or non-integer slots (and as
+/// gated_delta for the rest), std::out_of_range at evaluation for a slot outside the pool,
 /// and std::invalid_argument at evaluation for two slots naming one row (their sequences would
-/// race on it; the kernels check, on the CPU and the GPU). Kernels: as gated_delta, the pool
-/// copied and the named rows gathered and written in the same pass; the fallback (q, k, v of
+/// race on it; the kernels check, on the CPU and the GPU). Kernels: as gated_delta, the named
+/// rows read and written in the same pass, into the pool's own buffer when nothing else
+/// refers to it (array::is_donatable, as paged_write), else into a copy; the fallback (q, k, v of
 /// different dtypes; on the GPU also float64 or a Dk the kernels do not cover) takes the rows,
 /// runs gated_delta and puts them back, and does not check repeats (which sequence's state
 /// lands is then unspecified).

@@ -64,7 +64,9 @@ struct Engine::Impl {
   Impl(const Model& model, const EngineOptions& o, int num_blocks)
       : model(model), options(o), blocks(num_blocks), hybrid(model.config().has_linear_layers()),
         sharing(o.prefix_sharing && !hybrid), state_rows(hybrid ? state_pool_rows(o) : 0) {
-    for (int r = options.max_running - 1; hybrid && r >= 0; --r) free_state_slots.push_back(r);
+    if (hybrid) {
+      for (int r = options.max_running - 1; r >= 0; --r) free_state_slots.push_back(r);
+    }
     make_pools();
   }
 
@@ -146,9 +148,14 @@ struct Engine::Impl {
     return out[0];
   }
 
+  // Padding rows take the rows no sequence holds, then spare rows. A padded step has only
+  // one-token continuations, no admission, T of them: either every running sequence (R = T,
+  // max_running − T rows free, bucket(T) − T padding rows) or a full token budget
+  // (T = max_batch_tokens < R). Either way bucket(N) − N spare rows suffice, N the smaller of
+  // max_running and max_batch_tokens (0 for powers of two).
   static int state_pool_rows(const EngineOptions& o) {
-    // A bucketed step of n one-token rows has fewer than bucket(n) / 2 padding rows.
-    return o.max_running + bucket(std::min(o.max_running, o.max_batch_tokens)) / 2;
+    const int n = std::min(o.max_running, o.max_batch_tokens);
+    return o.max_running + bucket(n) - n;
   }
 
   const Model& model;
@@ -158,7 +165,8 @@ struct Engine::Impl {
   // Prefix sharing needs the state at a block's end, which Gated DeltaNet layers do not keep.
   const bool sharing;
   // State pool rows: one per running sequence (max_running), then the spare rows that the
-  // padding rows of a bucketed step use, distinct, as gated_delta_slots requires.
+  // padding rows of a bucketed step may need (state_pool_rows): gated_delta_slots requires
+  // distinct rows.
   const int state_rows;
   std::vector<int> free_state_slots;
   std::vector<array> k_pools, v_pools;
@@ -415,7 +423,8 @@ bool Engine::Impl::step() {
     positions.push_back(0);
     slots.push_back(trash * bs);
     lengths.push_back(1);
-    state_slots.push_back(options.max_running + (t - T));
+    const int spare = t - T - int(free_state_slots.size());
+    state_slots.push_back(spare < 0 ? free_state_slots[t - T] : options.max_running + spare);
     tables.insert(tables.end(), Wb, trash);
   }
   sample_rows.resize(Sb, 0);
@@ -544,7 +553,13 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
       const auto info = device_info(Device::gpu);
       const double free = double(std::get<size_t>(info.at("free_memory"))) + double(get_cache_memory());
       const double states = per_state_row * Impl::state_pool_rows(options_);
-      const double fit = per_block > 0.0 ? (options_.gpu_memory_fraction * free - states) / per_block : full;
+      const double budget = options_.gpu_memory_fraction * free;
+      if (states > 0.0 && states >= budget) {
+        fail("the Gated DeltaNet state pools of " + std::to_string(options_.max_running) + " sequences (max_running) need " +
+             std::to_string(states / double(1 << 30)) + " GiB, more than the " +
+             std::to_string(budget / double(1 << 30)) + " GiB that gpu_memory_fraction leaves; lower max_running");
+      }
+      const double fit = per_block > 0.0 ? (budget - states) / per_block : full;
       options_.num_blocks = int(std::max(1.0, std::min(double(full), fit)));
     } else {
       options_.num_blocks = std::min(8192, full);

@@ -19,6 +19,23 @@
 
 namespace nuvec::lm::detail {
 
+array sequence_rows(const array& t, int from, int B, int L) {
+  Shape start(t.ndim(), 0), stop = t.shape(), shape = t.shape();
+  start[0] = from;
+  stop[0] = from + B * L;
+  shape[0] = L;
+  shape.insert(shape.begin(), B);
+  return reshape(slice(t, start, stop), shape);
+}
+
+Shape conv_state_shape(const ModelConfig& c, int n) {
+  return {n, c.linear_conv_kernel_dim - 1, c.linear_conv_dim()};
+}
+
+Shape recurrent_state_shape(const ModelConfig& c, int n) {
+  return {n, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim};
+}
+
 array gated_deltanet(const ModelConfig& c, const WeightMap& w, int layer, const array& x, const DeltaSequenceOps& ops) {
   const std::string path = layer_path(layer) + ".linear_attn";
   const int N = x.shape(0);
@@ -62,7 +79,7 @@ array gated_deltanet(const ModelConfig& c, const WeightMap& w, int layer, const 
 
 array linear_attention(const ModelConfig& c, const WeightMap& w, int layer, const array& x, int B, int L,
                        Cache* cache) {
-  const int Hv = c.linear_num_value_heads, Dv = c.linear_value_head_dim, Dk = c.linear_key_head_dim;
+  const int Hv = c.linear_num_value_heads, Dv = c.linear_value_head_dim;
   DeltaSequenceOps ops;
   ops.conv = [&](const array& rows, const array& weight) {
     const int C = rows.shape(1), K = weight.shape(1);
@@ -81,13 +98,8 @@ array linear_attention(const ModelConfig& c, const WeightMap& w, int layer, cons
     return reshape(mixed, {B * L, C});
   };
   ops.recurrence = [&](const array& q, const array& k, const array& v, const array& g, const array& beta) {
-    auto seqs = [&](const array& t) {
-      Shape s = t.shape();
-      s[0] = L;
-      s.insert(s.begin(), B);
-      return reshape(t, s);
-    };
-    array state = cache ? cache->layers[layer].recurrent_state : zeros({B, Hv, Dv, Dk}, float32);
+    auto seqs = [&](const array& t) { return sequence_rows(t, 0, B, L); };
+    array state = cache ? cache->layers[layer].recurrent_state : zeros(recurrent_state_shape(c, B), float32);
     auto [y, final_state] = fast::gated_delta(seqs(q), seqs(k), seqs(v), seqs(g), seqs(beta), state);
     if (cache) {
       cache->layers[layer].recurrent_state = final_state;

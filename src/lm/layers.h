@@ -70,6 +70,15 @@ struct DeltaSequenceOps {
   std::function<array(const array& q, const array& k, const array& v, const array& g, const array& beta)> recurrence;
 };
 
+/// Rows [from, from + B·L) of t [N, ...] as [B, L, ...]: B sequences of L tokens.
+array sequence_rows(const array& t, int from, int B, int L);
+
+/// The state of n sequences in a Gated DeltaNet layer: the conv's last K − 1 inputs
+/// [n, K − 1, conv_dim] (in the model's dtype) and the recurrent state [n, Hv, Dv, Dk]
+/// (float32).
+Shape conv_state_shape(const ModelConfig& config, int n);
+Shape recurrent_state_shape(const ModelConfig& config, int n);
+
 /// The Gated DeltaNet layer `layer` (Qwen3-Next's linear attention) on the rows x
 /// [N, hidden] → [N, hidden], with the per-sequence parts from `ops`.
 array gated_deltanet(const ModelConfig& config, const WeightMap& weights, int layer, const array& x,

@@ -314,9 +314,8 @@ Cache Model::make_cache(int batch, int capacity) const {
   const ModelConfig& c = config_;
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     if (c.is_linear_layer(i)) {
-      cache.layers[i].conv_state = zeros({batch, c.linear_conv_kernel_dim - 1, c.linear_conv_dim()}, dtype());
-      cache.layers[i].recurrent_state =
-          zeros({batch, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim}, float32);
+      cache.layers[i].conv_state = zeros(detail::conv_state_shape(c, batch), dtype());
+      cache.layers[i].recurrent_state = zeros(detail::recurrent_state_shape(c, batch), float32);
     }
   }
   reserve(cache, std::max(capacity, 1), config_.num_key_value_heads, config_.head_dim, dtype());

@@ -8,6 +8,8 @@
 // (paged_gated_deltanet.cpp). Source: vLLM's model runner (flattened tokens with per-token
 // slots).
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <stdexcept>
 
 #include "layers.h"
@@ -19,8 +21,9 @@ std::pair<array, array> make_layer_pools(const ModelConfig& c, int layer, int bl
                                          Dtype dtype) {
   auto zeroed = [](const Shape& shape, Dtype t) { return contiguous(zeros(shape, t)); };
   if (c.is_linear_layer(layer)) {
-    return {zeroed({state_rows, 1, c.linear_conv_kernel_dim - 1, c.linear_conv_dim()}, dtype),
-            zeroed({state_rows, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim}, float32)};
+    Shape conv = conv_state_shape(c, state_rows);
+    conv.insert(conv.begin() + 1, 1); // [rows, 1, K − 1, C]: a paged pool of one head
+    return {zeroed(conv, dtype), zeroed(recurrent_state_shape(c, state_rows), float32)};
   }
   const Shape kv = {blocks, c.num_key_value_heads, block_size, c.head_dim};
   return {zeroed(kv, dtype), zeroed(kv, dtype)};
@@ -28,8 +31,8 @@ std::pair<array, array> make_layer_pools(const ModelConfig& c, int layer, int bl
 
 std::pair<double, double> layer_pool_bytes(const ModelConfig& c, int layer, int block_size, Dtype dtype) {
   if (c.is_linear_layer(layer)) {
-    return {0.0, double(c.linear_conv_kernel_dim - 1) * c.linear_conv_dim() * size_of(dtype) +
-                     double(c.linear_num_value_heads) * c.linear_value_head_dim * c.linear_key_head_dim * 4.0};
+    auto elements = [](const Shape& s) { return double(std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>())); };
+    return {0.0, elements(conv_state_shape(c, 1)) * size_of(dtype) + elements(recurrent_state_shape(c, 1)) * size_of(float32)};
   }
   return {2.0 * c.num_key_value_heads * block_size * c.head_dim * size_of(dtype), 0.0};
 }
@@ -130,8 +133,7 @@ array paged_forward(const ModelConfig& c, const WeightMap& w, const PagedBatch& 
                     std::vector<array>& v_pools) {
   const int T = b.tokens.shape(0);
   const float eps = c.rms_norm_eps;
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    if (!c.is_linear_layer(i)) continue;
+  if (c.has_linear_layers()) {
     // The ranges must follow the one-token rows and cover the batch (layers.h, PagedBatch).
     int row = b.state_chunks.empty() ? T : b.state_chunks.front().row;
     for (const auto& ch : b.state_chunks) {
@@ -142,7 +144,6 @@ array paged_forward(const ModelConfig& c, const WeightMap& w, const PagedBatch& 
     if (row != T || b.state_slots.ndim() != 1 || b.state_slots.shape(0) != T) {
       throw std::logic_error("[lm.paged_forward] state_slots and state_chunks do not describe the batch's rows");
     }
-    break;
   }
   auto norm = [&](const std::string& name) { return norm_weight(c, w, name); };
   array h = embedding(c, w, "model.embed_tokens", b.tokens);

@@ -31,15 +31,7 @@ array paged_linear_attention(const ModelConfig& c, const WeightMap& w, int layer
   const int singles = b.state_chunks.empty() ? T : b.state_chunks.front().row;
   const array single_slots = slice(b.state_slots, {0}, {singles});
   auto chunk_slot = [&](const PagedBatch::StateChunk& ch) { return slice(b.state_slots, {ch.row}, {ch.row + 1}); };
-  // Rows [from, from + n) of t [T, ...] as [B, L, ...] (B · L = n).
-  auto rows = [](const array& t, int from, int B, int L) {
-    Shape start(t.ndim(), 0), stop = t.shape(), shape = t.shape();
-    start[0] = from;
-    stop[0] = from + B * L;
-    shape[0] = L;
-    shape.insert(shape.begin(), B);
-    return reshape(slice(t, start, stop), shape);
-  };
+  const auto& rows = sequence_rows;
 
   // The conv's last K − 1 inputs of the sequences at `slots`, [n, K − 1, C], and their update.
   auto conv_state = [&](const array& slots) { return take(reshape(conv_pool, {P, Km1, C}), slots, 0); };
@@ -79,16 +71,14 @@ array paged_linear_attention(const ModelConfig& c, const WeightMap& w, int layer
     }
     for (const auto& ch : b.state_chunks) {
       auto part = [&](const array& t) { return rows(t, ch.row, 1, ch.len); };
-      array y = array(0.0f);
+      // From zeros (the state is then written) or from the sequence's row (updated there).
+      auto [y, state] = ch.fresh
+          ? fast::gated_delta(part(q), part(k), part(v), part(g), part(beta), zeros({1, Hv, Dv, Dk}, float32))
+          : fast::gated_delta_slots(part(q), part(k), part(v), part(g), part(beta), state_pool, chunk_slot(ch));
       if (ch.fresh) {
-        auto [yf, final_state] =
-            fast::gated_delta(part(q), part(k), part(v), part(g), part(beta), zeros({1, Hv, Dv, Dk}, float32));
-        store_state(chunk_slot(ch), final_state);
-        y = yf;
+        store_state(chunk_slot(ch), state);
       } else {
-        auto [yc, pool] = fast::gated_delta_slots(part(q), part(k), part(v), part(g), part(beta), state_pool, chunk_slot(ch));
-        state_pool = pool;
-        y = yc;
+        state_pool = state;
       }
       out.push_back(reshape(y, {ch.len, Hv, Dv}));
     }

@@ -40,7 +40,8 @@ namespace nuvec::lm {
 struct EngineOptions {
   int block_size = 16;          ///< Positions per KV block.
   /// KV blocks in the pool. 0: on a GPU, gpu_memory_fraction of the device memory free when
-  /// the engine starts (the allocator's cache counted as free); on the CPU, at most 8192;
+  /// the engine starts (the allocator's cache counted as free), less the Gated DeltaNet state
+  /// pools of hybrid models (a row per sequence of max_running); on the CPU, at most 8192;
   /// either way at most 16 sequences of the full context.
   int num_blocks = 0;
   float gpu_memory_fraction = 0.5f; ///< In (0, 1]: the pools' share of free GPU memory (num_blocks 0).
@@ -85,7 +86,8 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t shared_block_hits = 0; ///< Prompt blocks taken from another sequence instead of computed.
-  int state_slots = 0;          ///< Rows of the Gated DeltaNet state pools (max_running; 0 without such layers).
+  /// Gated DeltaNet state rows that sequences can hold (max_running; 0 without such layers).
+  int state_slots = 0;
   int free_state_slots = 0;     ///< Of them, held by no sequence.
 };
 
@@ -95,7 +97,8 @@ struct EngineStats {
 /// step()/run_until_idle(), or on the engine's own thread after start().
 class Engine {
  public:
-  /// Throws std::invalid_argument ("[lm.Engine] ...") for bad options.
+  /// Throws std::invalid_argument ("[lm.Engine] ...") for bad options, or on a GPU for state
+  /// pools (hybrid models) larger than gpu_memory_fraction of the free memory.
   explicit Engine(const Model& model, EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;

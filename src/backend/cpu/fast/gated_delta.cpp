@@ -4,7 +4,8 @@
 // step of src/backend/common/math/gated_delta.h (one pass for the three dot products, one for
 // the update). q, k, v, g and beta are converted to the recurrence's dtype first: they are
 // O(T·D) against the O(T·Dv·Dk) work. States are written in the state's dtype per (b, h) (per
-// step for the steps mode); the slots mode copies the pool and writes the named rows.
+// step for the steps mode); the slots mode writes the named rows into the pool's own buffer
+// when it can be donated, else into a copy.
 #include <algorithm>
 #include <cstdint>
 #include <vector>

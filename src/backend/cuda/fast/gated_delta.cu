@@ -11,8 +11,8 @@
 // chunked form (gated_delta_chunked.cu) where it covers the sizes; the steps mode, which
 // writes every step's state anyway, stays here.
 // Blocks of 256 threads take 256 / L rows of one (b, h), so their k and q loads are shared
-// through L1. The slots mode copies the pool, then reads row slots[b] of the input pool and
-// writes it in the copy; a slot outside the pool is reported as std::out_of_range naming
+// through L1. The slots mode reads row slots[b] of the input pool and writes it in the output
+// pool: the input's own buffer when it can be donated, else a copy; a slot outside the pool is reported as std::out_of_range naming
 // gated_delta_slots (index_errors.cuh) and its sequence skipped.
 #include <cstdint>
 
@@ -65,7 +65,7 @@ struct Args {
   const void *g, *beta;
   GateType gate_type, beta_type;
   const S* state;      // [B or P, Hv, Dv, Dk]
-  S* states;           // the output: [B, Hv, Dv, Dk], [B, T, Hv, Dv, Dk] or the pool's copy
+  S* states;           // the output: [B, Hv, Dv, Dk], [B, T, Hv, Dv, Dk] or the updated pool
   T* y;                // [B, T, Hv, Dv]
   const int32_t* slots; // null unless the slots mode
   cu::IndexError* err;
