@@ -279,16 +279,20 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
     r.stop_at_eos = o.stop_at_eos;
     Output& out = outputs[i];
     out.decoder = std::make_unique<lm::StopStringDecoder>(tokenizer, o.stop_strings);
-    engine.submit(
-        std::move(r),
-        [&out](int token) {
-          out.text += out.decoder->push(token);
-          return !out.decoder->stopped();
-        },
-        [&out](const lm::EngineResult& res) {
-          out.text += out.decoder->finish();
-          out.result = res;
-        });
+    try {
+      engine.submit(
+          std::move(r),
+          [&out](int token) {
+            out.text += out.decoder->push(token);
+            return !out.decoder->stopped();
+          },
+          [&out](const lm::EngineResult& res) {
+            out.text += out.decoder->finish();
+            out.result = res;
+          });
+    } catch (const std::invalid_argument& e) {
+      out.result.finish_reason = std::string("error: ") + e.what(); // this line alone: the others run
+    }
   }
   engine.run_until_idle();
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -456,6 +457,21 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
   EXPECT_NE(message([&] { engine.submit(greedy({1, 100000}, 3)); }).find("vocabulary"), std::string::npos);
   EXPECT_NE(message([&] { engine.submit(greedy({1, 2}, -1)); }).find("max_tokens"), std::string::npos);
   EXPECT_NE(message([&] { engine.submit(greedy(std::vector<int>(20, 1), 3)); }).find("KV blocks"), std::string::npos);
+  // 16 positions: the prompt and every new token but the last (never fed back) fit exactly.
+  EXPECT_EQ(engine.stats().free_blocks, 4); // counted from the start
+  EXPECT_NO_THROW(engine.submit(greedy(std::vector<int>(14, 1), 3)));
+  EXPECT_NE(message([&] { engine.submit(greedy(std::vector<int>(14, 1), 4)); }).find("KV blocks"), std::string::npos);
+  engine.run_until_idle();
+  // Sizes whose buckets or int32 slots would overflow are refused (a hybrid model's
+  // constructor looped for ever on max_running 2^31 - 1).
+  for (auto [running, tokens, blocks] : {std::tuple{INT32_MAX, 512, 0}, std::tuple{256, (1 << 30) + 1, 0},
+                                          std::tuple{256, 512, 1 << 29}}) {
+    EngineOptions big;
+    big.max_running = running;
+    big.max_batch_tokens = tokens;
+    big.num_blocks = blocks;
+    EXPECT_NE(message([&] { Engine e(model, big); }).find("2^30"), std::string::npos);
+  }
   EngineOptions bad;
   bad.block_size = 0;
   EXPECT_NE(message([&] { Engine e(model, bad); }).find("block_size"), std::string::npos);
@@ -463,6 +479,40 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
     EngineOptions share;
     share.gpu_memory_fraction = f;
     EXPECT_NE(message([&] { Engine e(model, share); }).find("gpu_memory_fraction"), std::string::npos) << f;
+  }
+  // Destroying an engine with requests pending ends them as cancelled.
+  {
+    EngineResult pending;
+    {
+      Engine e(model);
+      e.submit(greedy({1, 2, 3}, 5), {}, [&](const EngineResult& r) { pending = r; });
+    }
+    EXPECT_EQ(pending.finish_reason, "cancelled");
+  }
+  // stop() from a callback on the worker thread does not throw (it cannot join itself); the
+  // engine serves again after start().
+  {
+    Engine e(model);
+    e.start();
+    std::atomic<int> done{0};
+    EngineResult first, second;
+    e.submit(greedy({1, 2, 3}, 2), {}, [&](const EngineResult& r) {
+      first = r;
+      e.stop();
+      ++done;
+    });
+    for (int spin = 0; spin < 2000 && done < 1; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(done.load(), 1);
+    e.start();
+    e.submit(greedy({4, 5}, 2), {}, [&](const EngineResult& r) {
+      second = r;
+      ++done;
+    });
+    for (int spin = 0; spin < 2000 && done < 2; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    e.stop();
+    EXPECT_EQ(first.finish_reason, "length");
+    EXPECT_EQ(second.finish_reason, "length");
+    EXPECT_EQ(second.tokens.size(), 2u);
   }
   // A token callback that throws ends its own request with an error, not the others.
   {

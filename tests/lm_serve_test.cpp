@@ -186,7 +186,11 @@ TEST_F(ServeTest, HealthAndModels) {
   auto h = client()->Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
-  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  json health = json::parse(h->body);
+  EXPECT_EQ(health["status"], "ok");
+  EXPECT_EQ(health["total_blocks"], engine_->stats().total_blocks);
+  EXPECT_GT(health["free_blocks"].get<int>(), 0); // counted from the start, not from the first step
+  EXPECT_EQ(health["state_slots"], 0);             // qwen3: no Gated DeltaNet layers
   auto m = client()->Get("/v1/models");
   ASSERT_TRUE(m);
   ASSERT_EQ(m->status, 200);

@@ -537,6 +537,14 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
          std::to_string(options_.block_size) + ", " + std::to_string(options_.max_batch_tokens) + ", " +
          std::to_string(options_.max_running) + ", " + std::to_string(options_.num_blocks));
   }
+  // Steps are bucketed to powers of two and pool slots (block · block_size + offset) are int32.
+  constexpr int64_t kLimit = int64_t(1) << 30;
+  if (options_.max_batch_tokens > kLimit || options_.max_running > kLimit ||
+      (int64_t(options_.num_blocks) + 1) * options_.block_size > kLimit) {
+    fail("max_batch_tokens, max_running and (num_blocks + 1) · block_size must be at most 2^30; got " +
+         std::to_string(options_.max_batch_tokens) + ", " + std::to_string(options_.max_running) + " and (" +
+         std::to_string(options_.num_blocks) + " + 1) · " + std::to_string(options_.block_size));
+  }
   if (!(options_.gpu_memory_fraction > 0.0f && options_.gpu_memory_fraction <= 1.0f)) {
     fail("gpu_memory_fraction must lie in (0, 1]; got " + std::to_string(options_.gpu_memory_fraction));
   }
@@ -565,14 +573,36 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
       options_.num_blocks = std::min(8192, full);
     }
   }
-  impl_ = std::make_unique<Impl>(model, options_, options_.num_blocks);
+  try {
+    impl_ = std::make_unique<Impl>(model, options_, options_.num_blocks);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("[lm.Engine] cannot allocate the pools of " + std::to_string(options_.num_blocks) +
+                             " KV blocks (num_blocks)" +
+                             (c.has_linear_layers() ? " and a state row for each of " +
+                                                          std::to_string(options_.max_running) + " sequences (max_running)"
+                                                    : std::string()) +
+                             ": " + e.what());
+  }
   impl_->stats.total_blocks = options_.num_blocks;
+  impl_->stats.free_blocks = options_.num_blocks;
   impl_->stats.state_slots = impl_->hybrid ? options_.max_running : 0;
   impl_->stats.free_state_slots = impl_->stats.state_slots;
 }
 
 Engine::~Engine() {
   stop();
+  // Requests still pending end as cancelled, so that whoever waits on their on_finish is told.
+  std::vector<Impl::SeqPtr> pending;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    for (auto& s : impl_->inbox) pending.push_back(std::move(s));
+    impl_->inbox.clear();
+  }
+  for (auto& s : impl_->waiting) pending.push_back(std::move(s));
+  for (auto& s : impl_->running) pending.push_back(std::move(s));
+  impl_->waiting.clear();
+  impl_->running.clear();
+  for (auto& s : pending) impl_->finish(std::move(s), "cancelled");
 }
 
 int64_t Engine::submit(EngineRequest request, EngineTokenCallback on_token, EngineFinishCallback on_finish) {
@@ -594,7 +624,8 @@ int64_t Engine::submit(EngineRequest request, EngineTokenCallback on_token, Engi
     fail("max_tokens must be non-negative; got " + std::to_string(request.max_tokens));
   }
   const int max_new = std::min(request.max_tokens, c.max_position_embeddings - n);
-  if (ceil_div(n + max_new, options_.block_size) > options_.num_blocks) {
+  // Positions computed at most: the prompt and every new token but the last (never fed back).
+  if (ceil_div(n + max_new - 1, options_.block_size) > options_.num_blocks) {
     fail("a request of " + std::to_string(n) + " prompt tokens and up to " + std::to_string(max_new) +
          " new ones needs more KV blocks than the pool's " + std::to_string(options_.num_blocks));
   }
@@ -638,8 +669,14 @@ void Engine::run_until_idle() {
 }
 
 void Engine::start() {
-  std::lock_guard<std::mutex> lk(impl_->mtx);
-  if (impl_->worker.joinable()) return;
+  std::unique_lock<std::mutex> lk(impl_->mtx);
+  if (impl_->worker.joinable()) {
+    if (!impl_->stopping || impl_->worker.get_id() == std::this_thread::get_id()) return;
+    // A worker stopped from its own callback: let it go before a new one starts.
+    lk.unlock();
+    impl_->worker.join();
+    lk.lock();
+  }
   impl_->stopping = false;
   impl_->worker = std::thread([this] {
     for (;;) {
@@ -665,7 +702,8 @@ void Engine::stop() {
     impl_->stopping = true;
   }
   impl_->cv.notify_all();
-  if (impl_->worker.joinable()) impl_->worker.join();
+  // From a callback on the worker itself: it ends after this step, joined by a later stop().
+  if (impl_->worker.joinable() && impl_->worker.get_id() != std::this_thread::get_id()) impl_->worker.join();
 }
 
 EngineStats Engine::stats() const {

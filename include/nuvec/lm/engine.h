@@ -97,9 +97,13 @@ struct EngineStats {
 /// step()/run_until_idle(), or on the engine's own thread after start().
 class Engine {
  public:
-  /// Throws std::invalid_argument ("[lm.Engine] ...") for bad options, or on a GPU for state
-  /// pools (hybrid models) larger than gpu_memory_fraction of the free memory.
+  /// Throws std::invalid_argument ("[lm.Engine] ...") for bad options (max_batch_tokens,
+  /// max_running and (num_blocks + 1) · block_size at most 2^30), or on a GPU for state pools
+  /// (hybrid models) larger than gpu_memory_fraction of the free memory; std::runtime_error
+  /// ("[lm.Engine] cannot allocate the pools ...") when the pools do not fit in memory.
   explicit Engine(const Model& model, EngineOptions options = {});
+  /// Stops the background thread; requests still pending end with "cancelled" (their
+  /// on_finish is called here).
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -121,6 +125,8 @@ class Engine {
 
   /// Steps on a background thread, sleeping while idle, until stop() (or destruction).
   void start();
+  /// Ends the background thread after its current step and waits for it; from one of the
+  /// engine's own callbacks (on that thread) it does not wait: the thread ends after the step.
   void stop();
 
   /// A snapshot of the counters (thread-safe).

@@ -79,7 +79,9 @@ struct Server::Impl {
                           {"running", s.running},
                           {"waiting", s.waiting},
                           {"free_blocks", s.free_blocks},
-                          {"total_blocks", s.total_blocks}};
+                          {"total_blocks", s.total_blocks},
+                          {"free_state_slots", s.free_state_slots},
+                          {"state_slots", s.state_slots}};
       res.set_content(serve::dump(j), "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
