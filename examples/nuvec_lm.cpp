@@ -261,15 +261,16 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
     if (!line.empty()) prompts.push_back(line);
   }
   auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
-  lm::EngineOptions eo;
-  eo.compiled_steps = o.cuda_graphs;
-  lm::Engine engine(model, eo);
   struct Output {
     std::unique_ptr<lm::StopStringDecoder> decoder;
     std::string text;
     lm::EngineResult result;
   };
+  // Before the engine: its destructor reports requests still pending into them.
   std::vector<Output> outputs(prompts.size());
+  lm::EngineOptions eo;
+  eo.compiled_steps = o.cuda_graphs;
+  lm::Engine engine(model, eo);
   for (size_t i = 0; i < prompts.size(); ++i) {
     lm::EngineRequest r;
     r.prompt = tokenizer.encode(prompts[i], true);

@@ -514,6 +514,38 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
     EXPECT_EQ(second.finish_reason, "length");
     EXPECT_EQ(second.tokens.size(), 2u);
   }
+  // Two threads starting an engine that a callback stopped: one worker, no hang (both
+  // joined the old worker); stop() then start() in one callback keeps it running.
+  {
+    Engine e(model);
+    e.start();
+    std::atomic<int> done{0};
+    e.submit(greedy({1, 2}, 1), {}, [&](const EngineResult&) {
+      e.stop();
+      ++done;
+    });
+    for (int spin = 0; spin < 2000 && done < 1; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::thread a([&] { e.start(); }), b([&] { e.start(); });
+    a.join();
+    b.join();
+    e.submit(greedy({3, 4}, 1), {}, [&](const EngineResult&) {
+      e.stop();
+      e.start();
+      ++done;
+    });
+    e.submit(greedy({5, 6}, 3), {}, [&](const EngineResult&) { ++done; });
+    for (int spin = 0; spin < 2000 && done < 3; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(done.load(), 3);
+    e.stop();
+  }
+  // A request refused after others were queued: generate_batch throws, and the engine's
+  // destructor reports the queued ones into results that still exist (they were destroyed
+  // first, and written after).
+  {
+    std::vector<EngineRequest> rs(3, greedy({1, 2, 3, 4}, 5));
+    rs.push_back(greedy({1, 100000}, 3));
+    EXPECT_NE(message([&] { generate_batch(model, rs); }).find("vocabulary"), std::string::npos);
+  }
   // A token callback that throws ends its own request with an error, not the others.
   {
     Engine e(model);

@@ -181,7 +181,13 @@ struct Engine::Impl {
   int64_t unfinished = 0;
   EngineStats stats;
   bool stopping = false;
-  std::thread worker;
+  bool self_stopped = false; // stopping was asked by a callback on the worker
+  bool closed = false;       // the destructor has begun: no more requests, no new worker
+  std::thread::id worker_id; // the background thread's, while it runs
+  std::thread worker;        // touched only under `lifecycle`
+  // Held through start() and stop() from other threads than the worker (which never takes it),
+  // so that two of them do not join or replace the worker at once.
+  std::mutex lifecycle;
 
   // The stepping thread's own.
   std::deque<SeqPtr> waiting; // admission order; preempted sequences go to the front
@@ -280,6 +286,8 @@ struct Engine::Impl {
   };
 
   bool step();
+  // Whether the calling thread is the background worker.
+  bool on_worker() const;
 };
 
 bool Engine::Impl::step() {
@@ -539,12 +547,15 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   }
   // Steps are bucketed to powers of two and pool slots (block · block_size + offset) are int32.
   constexpr int64_t kLimit = int64_t(1) << 30;
-  if (options_.max_batch_tokens > kLimit || options_.max_running > kLimit ||
-      (int64_t(options_.num_blocks) + 1) * options_.block_size > kLimit) {
-    fail("max_batch_tokens, max_running and (num_blocks + 1) · block_size must be at most 2^30; got " +
-         std::to_string(options_.max_batch_tokens) + ", " + std::to_string(options_.max_running) + " and (" +
-         std::to_string(options_.num_blocks) + " + 1) · " + std::to_string(options_.block_size));
-  }
+  auto check_limits = [&] {
+    if (options_.max_batch_tokens > kLimit || options_.max_running > kLimit ||
+        (int64_t(options_.num_blocks) + 1) * options_.block_size > kLimit) {
+      fail("max_batch_tokens, max_running and (num_blocks + 1) · block_size must be at most 2^30; got " +
+           std::to_string(options_.max_batch_tokens) + ", " + std::to_string(options_.max_running) + " and (" +
+           std::to_string(options_.num_blocks) + " + 1) · " + std::to_string(options_.block_size));
+    }
+  };
+  check_limits();
   if (!(options_.gpu_memory_fraction > 0.0f && options_.gpu_memory_fraction <= 1.0f)) {
     fail("gpu_memory_fraction must lie in (0, 1]; got " + std::to_string(options_.gpu_memory_fraction));
   }
@@ -572,6 +583,7 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
     } else {
       options_.num_blocks = std::min(8192, full);
     }
+    check_limits(); // the chosen pool too
   }
   try {
     impl_ = std::make_unique<Impl>(model, options_, options_.num_blocks);
@@ -590,6 +602,10 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
 }
 
 Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    impl_->closed = true; // submit() refuses from here on, start() does nothing
+  }
   stop();
   // Requests still pending end as cancelled, so that whoever waits on their on_finish is told.
   std::vector<Impl::SeqPtr> pending;
@@ -636,6 +652,7 @@ int64_t Engine::submit(EngineRequest request, EngineTokenCallback on_token, Engi
   int64_t id;
   {
     std::lock_guard<std::mutex> lk(impl_->mtx);
+    if (impl_->closed) fail("the engine is being destroyed");
     id = impl_->next_id++;
     seq->id = id;
     ++impl_->unfinished;
@@ -668,16 +685,27 @@ void Engine::run_until_idle() {
   }
 }
 
+bool Engine::Impl::on_worker() const {
+  std::lock_guard<std::mutex> lk(mtx);
+  return worker_id == std::this_thread::get_id();
+}
+
 void Engine::start() {
-  std::unique_lock<std::mutex> lk(impl_->mtx);
-  if (impl_->worker.joinable()) {
-    if (!impl_->stopping || impl_->worker.get_id() == std::this_thread::get_id()) return;
-    // A worker stopped from its own callback: let it go before a new one starts.
-    lk.unlock();
-    impl_->worker.join();
-    lk.lock();
+  if (impl_->on_worker()) {
+    // A callback on the worker: undo its own stop(), not another thread's.
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    if (impl_->self_stopped && !impl_->closed) impl_->stopping = impl_->self_stopped = false;
+    return;
   }
-  impl_->stopping = false;
+  std::lock_guard<std::mutex> life(impl_->lifecycle);
+  {
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    if (impl_->closed || (impl_->worker.joinable() && !impl_->stopping)) return;
+  }
+  if (impl_->worker.joinable()) impl_->worker.join(); // stopped from its own callback: let it end
+  std::lock_guard<std::mutex> lk(impl_->mtx);
+  impl_->stopping = impl_->self_stopped = false;
+  // The new thread first waits for mtx, held here until worker_id is set.
   impl_->worker = std::thread([this] {
     for (;;) {
       {
@@ -694,16 +722,26 @@ void Engine::start() {
       }
     }
   });
+  impl_->worker_id = impl_->worker.get_id();
 }
 
 void Engine::stop() {
+  if (impl_->on_worker()) {
+    // A callback on the worker cannot join it: the worker ends after this step.
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    impl_->stopping = impl_->self_stopped = true;
+    return;
+  }
+  std::lock_guard<std::mutex> life(impl_->lifecycle);
   {
     std::lock_guard<std::mutex> lk(impl_->mtx);
     impl_->stopping = true;
+    impl_->self_stopped = false;
   }
   impl_->cv.notify_all();
-  // From a callback on the worker itself: it ends after this step, joined by a later stop().
-  if (impl_->worker.joinable() && impl_->worker.get_id() != std::this_thread::get_id()) impl_->worker.join();
+  if (impl_->worker.joinable()) impl_->worker.join();
+  std::lock_guard<std::mutex> lk(impl_->mtx);
+  impl_->worker_id = std::thread::id();
 }
 
 EngineStats Engine::stats() const {
@@ -713,8 +751,9 @@ EngineStats Engine::stats() const {
 
 std::vector<EngineResult> generate_batch(const Model& model, const std::vector<EngineRequest>& requests,
                                          EngineOptions options) {
-  Engine engine(model, options);
+  // Before the engine: its destructor reports pending requests into it.
   std::vector<EngineResult> results(requests.size());
+  Engine engine(model, options);
   for (size_t i = 0; i < requests.size(); ++i) {
     engine.submit(requests[i], {}, [&results, i](const EngineResult& r) { results[i] = r; });
   }

@@ -102,8 +102,9 @@ class Engine {
   /// (hybrid models) larger than gpu_memory_fraction of the free memory; std::runtime_error
   /// ("[lm.Engine] cannot allocate the pools ...") when the pools do not fit in memory.
   explicit Engine(const Model& model, EngineOptions options = {});
-  /// Stops the background thread; requests still pending end with "cancelled" (their
-  /// on_finish is called here).
+  /// Stops the background thread; requests still pending end with "cancelled": their
+  /// on_finish is called here, so whatever the callbacks touch must outlive the engine (and
+  /// a submit() from one of them is refused).
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -126,7 +127,10 @@ class Engine {
   /// Steps on a background thread, sleeping while idle, until stop() (or destruction).
   void start();
   /// Ends the background thread after its current step and waits for it; from one of the
-  /// engine's own callbacks (on that thread) it does not wait: the thread ends after the step.
+  /// engine's own callbacks (on that thread) it does not wait: the thread ends after the step
+  /// (call stop() again from another thread to wait for it before stepping by hand), and a
+  /// start() in a later callback of the same step keeps it running. start() and stop() may
+  /// be called from any threads at once.
   void stop();
 
   /// A snapshot of the counters (thread-safe).
