@@ -25,6 +25,7 @@
 #include "fast/attention.h"
 #include "nuvec/fast.h"
 #include "nuvec/nuvec.h"
+#include "checker.h"
 #include "donation_checks.h"
 #include "test_utils.h"
 
@@ -373,6 +374,26 @@ TEST(FastPagedAttention, SinksAndWindowsEqualAttentionOverTheConcatenation) {
   EXPECT_TRUE(throws(array({1, 2, 3, 4}, int32), std::nullopt));
   EXPECT_TRUE(throws(std::nullopt, 0));
   EXPECT_TRUE(throws(zeros({hq}), -2));
+}
+
+// The sinks/window overload's rules are its graph's: gradients for q, the caches and the
+// sinks against central differences (float64), and vmap over q against a loop.
+TEST(FastPagedAttention, SinksAndWindowsRules) {
+  const int b = 2, hkv = 1, hq = 2, d = 4, bs = 2, blocks = 5, l = 2;
+  const array tables = array({3, 0, 4, 1, 2, 0}, {b, 3}, int32);
+  const array lengths = array({5, 3}, int32);
+  const array q = randn({b, hq, l, d}, float64), kc = randn({blocks, hkv, bs, d}, float64),
+              vc = randn({blocks, hkv, bs, d}, float64), sinks = randn({hq}, float64);
+  GradCheckOptions opts;
+  opts.rtol = 1e-5;
+  opts.atol = 1e-7;
+  check_grad([&](const std::vector<array>& x) {
+    return fast::paged_attention(x[0], x[1], x[2], tables, lengths, 0.7f, x[3], 2);
+  }, {q, kc, vc, sinks}, opts);
+  const array qs = randn({3, b, hq, l, d}, float64);
+  check_vmap([&](const std::vector<array>& x) {
+    return std::vector<array>{fast::paged_attention(x[0], kc, vc, tables, lengths, 0.7f, sinks, 3)};
+  }, {qs}, {0}, 1e-12, 1e-12);
 }
 
 // The paged decode benchmark shape, B 32, Hq 32, Hkv 8, 8192 positions, D 128, bfloat16,
