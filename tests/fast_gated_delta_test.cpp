@@ -316,8 +316,8 @@ TEST(FastGatedDelta, SlotsOfAPool) {
 }
 
 // A pool nothing else refers to is updated in its own buffer (the serving engine's state
-// pools), by the recurrent and the chunked kernel; one the caller still holds is copied and
-// left as it was. Both give the same rows.
+// pools): T 4 and T 70 (on the GPU the recurrent and the chunked kernel; on the CPU the one
+// loop); one the caller still holds is copied and left as it was. Both give the same rows.
 TEST(FastGatedDelta, SlotsUpdateAnUnsharedPoolInPlace) {
   for (const Case& c : {Case{3, 4, 1, 2, 32, 16}, Case{2, 70, 1, 2, 32, 16}}) {
     SCOPED_TRACE(describe(c));

@@ -170,7 +170,7 @@ TEST_P(Engines, FreshSegmentsEqualThePagedPass) {
     pb.sample_rows = array(sample.begin(), {T}, int32);
     return pb;
   };
-  // Fill a's first 10 positions and c's first 9 (all paged).
+  // Fill a's first 10 positions and c's first 9 (both fresh segments).
   std::vector<std::tuple<char, int, int>> first;
   for (int p = 0; p < 10; ++p) first.push_back({'a', p, 3 + 7 * p});
   for (int p = 0; p < 9; ++p) first.push_back({'c', p, 11 + 5 * p});
@@ -464,13 +464,16 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
   engine.run_until_idle();
   // Sizes whose buckets or int32 slots would overflow are refused (a hybrid model's
   // constructor looped for ever on max_running 2^31 - 1).
-  for (auto [running, tokens, blocks] : {std::tuple{INT32_MAX, 512, 0}, std::tuple{256, (1 << 30) + 1, 0},
-                                          std::tuple{256, 512, 1 << 29}}) {
-    EngineOptions big;
-    big.max_running = running;
-    big.max_batch_tokens = tokens;
-    big.num_blocks = blocks;
-    EXPECT_NE(message([&] { Engine e(model, big); }).find("2^30"), std::string::npos);
+  const Model hybrid = Model::load(fixture("qwen3_next"), float32);
+  for (const Model* m : std::initializer_list<const Model*>{&model, &hybrid}) {
+    for (auto [running, tokens, blocks] : {std::tuple{INT32_MAX, INT32_MAX, 0}, std::tuple{256, (1 << 30) + 1, 0},
+                                            std::tuple{256, 512, 1 << 29}}) {
+      EngineOptions big;
+      big.max_running = running;
+      big.max_batch_tokens = tokens;
+      big.num_blocks = blocks;
+      EXPECT_NE(message([&] { Engine e(*m, big); }).find("2^30"), std::string::npos) << m->config().model_type;
+    }
   }
   EngineOptions bad;
   bad.block_size = 0;
@@ -503,11 +506,14 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
     });
     for (int spin = 0; spin < 2000 && done < 1; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ASSERT_EQ(done.load(), 1);
-    e.start();
+    // Stopped: a request waits until start().
     e.submit(greedy({4, 5}, 2), {}, [&](const EngineResult& r) {
       second = r;
       ++done;
     });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(done.load(), 1);
+    e.start();
     for (int spin = 0; spin < 2000 && done < 2; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     e.stop();
     EXPECT_EQ(first.finish_reason, "length");
@@ -538,10 +544,18 @@ TEST(LmEngine, BadInputThrowsNamingTheEngine) {
     EXPECT_EQ(done.load(), 3);
     e.stop();
   }
-  // A request refused after others were queued: generate_batch throws, and the engine's
-  // destructor reports the queued ones into results that still exist (they were destroyed
-  // first, and written after).
+  // A request refused after others were queued: the engine's destructor reports the queued
+  // ones as cancelled into results declared before it (generate_batch's order; its results
+  // were destroyed first and then written, which only a sanitizer sees), and generate_batch
+  // throws the refusal.
   {
+    std::vector<EngineResult> results(3);
+    {
+      Engine e(model);
+      for (int i = 0; i < 3; ++i) e.submit(greedy({1, 2, 3, 4}, 5), {}, [&results, i](const EngineResult& r) { results[i] = r; });
+      EXPECT_NE(message([&] { e.submit(greedy({1, 100000}, 3)); }).find("vocabulary"), std::string::npos);
+    }
+    for (auto& r : results) EXPECT_EQ(r.finish_reason, "cancelled");
     std::vector<EngineRequest> rs(3, greedy({1, 2, 3, 4}, 5));
     rs.push_back(greedy({1, 100000}, 3));
     EXPECT_NE(message([&] { generate_batch(model, rs); }).find("vocabulary"), std::string::npos);

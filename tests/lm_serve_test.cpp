@@ -559,11 +559,20 @@ TEST(ServeArchitectures, HybridAndSlidingWindowModelsServeConcurrentStreams) {
       EXPECT_TRUE(got[i].done) << "client " << i;
       EXPECT_EQ(got[i].text, expected[i]) << "client " << i;
     }
+    // /health counts the state rows (Qwen3-Next's 256 = max_running; none for GPT-OSS), all free.
+    httplib::Client c("127.0.0.1", port);
+    auto h = c.Get("/health");
+    ASSERT_TRUE(h);
+    const json health = json::parse(h->body);
+    const int rows = std::string(arch) == "qwen3_next" ? 256 : 0;
+    EXPECT_EQ(health["state_slots"], rows);
+    EXPECT_EQ(health["free_state_slots"], rows);
     server.stop();
     engine.stop();
     EngineStats st = engine.stats();
     EXPECT_EQ(st.free_blocks, st.total_blocks);
-    EXPECT_EQ(st.free_state_slots, st.state_slots);
+    EXPECT_EQ(st.state_slots, rows);
+    EXPECT_EQ(st.free_state_slots, rows);
     EXPECT_EQ(st.running, 0);
   }
 }

@@ -263,8 +263,8 @@ array paged_attention(
     float scale,
     StreamOrDevice s = {});
 
-/// paged_attention with gpt-oss's options: sinks [Hq] (floating; one extra logit per query
-/// head in each row's softmax, as AttentionOptions::sinks) and window (at least 1: query l of
+/// paged_attention with gpt-oss's options: sinks [Hq] (any floating dtype, cast to q's; one
+/// extra logit per query head in each row's softmax, as AttentionOptions::sinks) and window (at least 1: query l of
 /// sequence b sees only its `window` most recent positions, those p with
 /// e − window <= p < e for its end e = lengths[b] − L + 1 + l, as a "causal" window of
 /// scaled_dot_product_attention). Either may be absent. Throws as paged_attention, and

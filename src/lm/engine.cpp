@@ -99,7 +99,7 @@ struct Engine::Impl {
 
   // paged_forward as a compiled function of (tokens, positions, slots, tables, lengths,
   // sample_rows, state_slots, k pools..., v pools...) → (logits, k pools..., v pools...).
-  // Only steps of one-token continuations are compiled (no fresh or state ranges).
+  // Only steps without fresh segments or state ranges are compiled (run_forward).
   std::function<std::vector<array>(const std::vector<array>&)> compile_forward() const {
     const ModelConfig& c = model.config();
     return compile_graph([&c, w = model.run_weights()](const std::vector<array>& in) {
@@ -384,7 +384,8 @@ bool Engine::Impl::step() {
   // several tokens or that start a sequence (PagedBatch's order). Compiled, it is padded to a
   // bucket — tokens, sampled rows and table width each to a power of two — so that a few
   // shapes recur (each a CUDA graph on a GPU); a padding token attends to itself in the spare
-  // block (pool block `trash`) and, in a hybrid model, keeps its state in a spare row.
+  // block (pool block `trash`) and, in a hybrid model, keeps its state in a row no sequence
+  // holds (free rows first, then spare rows).
   // A sequence's first chunk (nothing cached before it) attends within itself through the
   // tiled attention kernel (PagedBatch::fresh); such steps are not bucketed: they are few and
   // bound by the device, and their segments' shapes vary. Nor are hybrid models' steps with
@@ -574,7 +575,8 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
       const double states = per_state_row * Impl::state_pool_rows(options_);
       const double budget = options_.gpu_memory_fraction * free;
       if (states > 0.0 && states >= budget) {
-        fail("the Gated DeltaNet state pools of " + std::to_string(options_.max_running) + " sequences (max_running) need " +
+        fail("the Gated DeltaNet state pools (" + std::to_string(Impl::state_pool_rows(options_)) + " rows for " +
+           std::to_string(options_.max_running) + " sequences, max_running, and the padding of bucketed steps) need " +
              std::to_string(states / double(1 << 30)) + " GiB, more than the " +
              std::to_string(budget / double(1 << 30)) + " GiB that gpu_memory_fraction leaves; lower max_running");
       }
@@ -590,8 +592,9 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   } catch (const std::exception& e) {
     throw std::runtime_error("[lm.Engine] cannot allocate the pools of " + std::to_string(options_.num_blocks) +
                              " KV blocks (num_blocks)" +
-                             (c.has_linear_layers() ? " and a state row for each of " +
-                                                          std::to_string(options_.max_running) + " sequences (max_running)"
+                             (c.has_linear_layers() ? " and " + std::to_string(Impl::state_pool_rows(options_)) +
+                                                          " state rows (max_running " +
+                                                          std::to_string(options_.max_running) + " and padding spares)"
                                                     : std::string()) +
                              ": " + e.what());
   }

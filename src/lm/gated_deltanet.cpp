@@ -2,8 +2,9 @@
 // transformers' Qwen3NextGatedDeltaNet: in_proj_qkvz and in_proj_ba (grouped per key head,
 // fix_query_key_value_ordering), a causal depthwise conv1d over [q, k, v] with SiLU, the decay
 // g = exp(−exp(A_log) · softplus(a + dt_bias)) and β = sigmoid(b), q and k L2-normalised
-// (eps 1e-6) with q scaled by Dk^−1/2, then fast::gated_delta (each key head serving Hv/Hk
-// consecutive value heads, as transformers' repeat_interleave), the gated RMS norm
+// (eps 1e-6) with q scaled by Dk^−1/2, then the gated delta rule (the caller's recurrence:
+// fast::gated_delta or gated_delta_slots; each key head serving Hv/Hk consecutive value
+// heads, as transformers' repeat_interleave), the gated RMS norm
 // (norm(y) · silu(z)) and out_proj.
 //
 // Everything but the conv and the recurrence acts on each token alone, so the layer is

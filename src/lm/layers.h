@@ -112,7 +112,7 @@ std::string layer_path(int i);
 ///
 /// Models with Gated DeltaNet layers also need state_slots [T]: the row of each token's
 /// sequence in the layers' state pools (paged_forward), distinct between sequences (padding
-/// rows get spare rows of their own: gated_delta_slots refuses a row named twice); and
+/// rows get rows no sequence holds, distinct: gated_delta_slots refuses a row named twice); and
 /// state_chunks (host side): the tokens that are not one-token continuations of a sequence,
 /// as ranges {first row, rows, fresh} in row order, every row before the first range being a
 /// one-token continuation of its own sequence (decodes first). A fresh range starts its
@@ -138,9 +138,10 @@ struct PagedBatch {
 /// attention layer's key and value pools [blocks, Hkv, block_size, head_dim] in `dtype`; a
 /// Gated DeltaNet layer's state pools of state_rows rows: the conv's last K − 1 inputs
 /// [state_rows, 1, K − 1, conv_dim] in `dtype` and the recurrent state
-/// [state_rows, Hv, Dv, Dk] in float32. Each state pool is written by fast::paged_write as a
-/// paged pool whose blocks are the rows (a state's positions being its K − 1 inputs, its Dv
-/// rows), so that a step updates it in place.
+/// [state_rows, Hv, Dv, Dk] in float32. fast::paged_write stores into them as paged pools
+/// whose blocks are the rows (a state's positions being its K − 1 inputs, its Dv rows), and
+/// gated_delta_slots updates the recurrent rows it reads: both in place when nothing else
+/// refers to the pool.
 std::pair<array, array> make_layer_pools(const ModelConfig& config, int layer, int blocks, int block_size,
                                          int state_rows, Dtype dtype);
 

@@ -4,7 +4,8 @@
 // The one-token continuations (the decodes) run together, one causal_conv1d_step and one
 // gated_delta_slots over their rows; every other range (a prompt chunk) runs alone, its conv
 // over its window and its recurrence from zeros when it starts the sequence. The state pools
-// are paged pools with the rows as blocks, so fast::paged_write stores a new state in place.
+// are paged pools with the rows as blocks: fast::paged_write stores conv inputs and a fresh
+// range's final state in place; gated_delta_slots updates the recurrent rows it reads.
 #include "layers.h"
 #include "nuvec/ops.h"
 
@@ -12,8 +13,8 @@ namespace nuvec::lm::detail {
 
 namespace {
 
-// Writes rows [n, R, ...] (a state of R positions per sequence) into the pool [P, H, R, D]
-// whose rows `slots` [n] they are: position j of row s is the paged slot s · R + j.
+// Writes the states of n sequences, values [n · R, H, D] (R positions each, in order), into
+// the pool [P, H, R, D] at rows `slots` [n]: position j of row s is the paged slot s · R + j.
 array store_rows(const array& pool, const array& slots, const array& rows_nhd) {
   const int R = pool.shape(2);
   const int n = slots.shape(0);

@@ -14,9 +14,10 @@
 // Finished and cancelled sequences free their blocks at once.
 //
 // Hybrid models (Qwen3-Next: Gated DeltaNet layers beside attention layers) keep, per running
-// sequence, one row of each Gated DeltaNet layer's state pools (its conv inputs and recurrent
-// state, fast::gated_delta_slots reading and writing them by row), as vLLM's Mamba cache; the
-// row is taken at admission and freed with the blocks. Their decodes run together; each prompt
+// sequence, one row of each Gated DeltaNet layer's state pools (its conv inputs, read by
+// causal_conv1d_step or the conv and stored by paged_write; its recurrent state, read and
+// written by fast::gated_delta_slots), as vLLM's Mamba cache; the row is taken at admission
+// and freed with the blocks. Their decodes run together; each prompt
 // chunk runs its conv and recurrence alone. A preempted sequence recomputes its state from
 // its tokens; prefix sharing is off for them (a block's state is not kept).
 #pragma once
@@ -41,17 +42,23 @@ struct EngineOptions {
   int block_size = 16;          ///< Positions per KV block.
   /// KV blocks in the pool. 0: on a GPU, gpu_memory_fraction of the device memory free when
   /// the engine starts (the allocator's cache counted as free), less the Gated DeltaNet state
-  /// pools of hybrid models (a row per sequence of max_running); on the CPU, at most 8192;
-  /// either way at most 16 sequences of the full context.
+  /// pools of hybrid models (max_running rows, and bucket(N) − N spare rows for the padding
+  /// of bucketed steps, N the smaller of max_running and max_batch_tokens); on the CPU, at
+  /// most 8192; either way at most 16 sequences of the full context.
   int num_blocks = 0;
   float gpu_memory_fraction = 0.5f; ///< In (0, 1]: the pools' share of free GPU memory (num_blocks 0).
   int max_batch_tokens = 512;   ///< Tokens one step computes (decodes first, then prefill chunks).
-  int max_running = 256;        ///< Sequences admitted at once.
+  /// Sequences admitted at once; in a hybrid model also the rows of every Gated DeltaNet
+  /// layer's state pools (with the spare rows of num_blocks' note), allocated when the engine
+  /// starts (Qwen3-Next-80B: about 74 MiB a row).
+  int max_running = 256;
   /// Share full prompt blocks with equal tokens (models without Gated DeltaNet layers).
   bool prefix_sharing = true;
   /// Pad each step to a bucket (tokens, sampled rows and block-table width each to a power of
   /// two) and run its forward pass through compile_graph: on a GPU each bucket is captured once
   /// as a CUDA graph and replayed (GraphReplay in compile.h); on the CPU compile replays the trace.
+  /// Steps with a sequence's first chunk of 2 tokens or more, or (hybrid models) any range
+  /// but one-token continuations, run uncompiled.
   /// Off: each step's graph is built and run as it is.
   bool compiled_steps = true;
 };
@@ -98,8 +105,9 @@ struct EngineStats {
 class Engine {
  public:
   /// Throws std::invalid_argument ("[lm.Engine] ...") for bad options (max_batch_tokens,
-  /// max_running and (num_blocks + 1) · block_size at most 2^30), or on a GPU for state pools
-  /// (hybrid models) larger than gpu_memory_fraction of the free memory; std::runtime_error
+  /// max_running and (num_blocks + 1) · block_size at most 2^30), or on a GPU with num_blocks
+  /// 0 for state pools (hybrid models) larger than gpu_memory_fraction of the free memory;
+  /// std::runtime_error
   /// ("[lm.Engine] cannot allocate the pools ...") when the pools do not fit in memory.
   explicit Engine(const Model& model, EngineOptions options = {});
   /// Stops the background thread; requests still pending end with "cancelled": their
