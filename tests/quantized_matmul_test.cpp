@@ -511,6 +511,16 @@ TEST(GatherQmm, SixtyFourBitIndicesPastUint32AreOutOfRange) {
   std::vector<int64_t> big{(int64_t{1} << 32) + 1};
   array idx(big.begin(), {1}, int64);
   EXPECT_THROW(eval(gather_mm(a, b, array({0}, {1}, int32), idx)), std::out_of_range);
+  // The CPU kernel's message says what such an index became (it printed 4294967289 for -7
+  // alone).
+  for (const array& bad : {idx, array({-7}, {1}, int32)}) {
+    try {
+      eval(gather_mm(a, b, array({0}, {1}, int32), bad, false, Device::cpu));
+      ADD_FAILURE() << "no exception";
+    } catch (const std::out_of_range& e) {
+      EXPECT_NE(std::string(e.what()).find("a negative index or one past 2^32 - 1"), std::string::npos) << e.what();
+    }
+  }
   auto w = make_weight({4, 16, 64}, {"affine", 64, 4});
   EXPECT_THROW(eval(gather_qmm(randn({3, 2, 64}, float32), w.w_q, w.scales, w.biases, idx, array({0}, {1}, int32))), std::out_of_range);
   EXPECT_THROW(eval(gather_qmm(randn({3, 2, 64}, float32), w.w_q, w.scales, w.biases, array({0}, {1}, int32), idx)), std::out_of_range);
