@@ -639,13 +639,15 @@ inline GatherPlan plan_gather(
   const auto check = [&](const std::vector<uint32_t>& idx, int64_t n, const char* which, const char* axis) {
     for (size_t b = 0; b < idx.size(); ++b) {
       if (static_cast<int64_t>(idx[b]) >= n) [[unlikely]] {
-        // The op hands the kernels uint32 indices (MLX's type): a negative index arrives
-        // wrapped, a 64-bit one past uint32 as its largest value.
+        // The op hands the kernels uint32 indices (MLX's type): a negative index of 32 bits or
+        // fewer arrives wrapped, a 64-bit one outside uint32 as its largest value.
         const bool wrapped = idx[b] >= (uint32_t(1) << 31);
         throw_out_of_range(
             op, which, " indices must lie in [0, ", n, ") (the first axis of ", axis, "); got ",
-            wrapped ? std::string("a negative index or one past 2^32 - 1 (") + std::to_string(idx[b]) + " as uint32)"
-                    : std::to_string(idx[b]),
+            std::to_string(idx[b]) +
+                (wrapped ? " (indices are read as uint32: a negative i of 32 bits or fewer wraps to 2^32 + i, a "
+                           "64-bit index outside [0, 2^32) reads as 2^32 - 1)"
+                         : ""),
             " at batch entry ", b, ".");
       }
     }
