@@ -264,9 +264,9 @@ array paged_attention(
     StreamOrDevice s = {});
 
 /// paged_attention with gpt-oss's options: sinks [Hq] (any floating dtype, cast to q's; one
-/// extra logit per query head in each row's softmax, as AttentionOptions::sinks) and window (at least 1: query l of
-/// sequence b sees only its `window` most recent positions, those p with
-/// e − window <= p < e for its end e = lengths[b] − L + 1 + l, as a "causal" window of
+/// extra logit per query head in each row's softmax, as AttentionOptions::sinks) and window
+/// (at least 1: query l of sequence b sees only its `window` most recent positions, those p
+/// with e − window <= p < e for its end e = lengths[b] − L + 1 + l, as a "causal" window of
 /// scaled_dot_product_attention). Either may be absent. Throws as paged_attention, and
 /// std::invalid_argument naming paged_attention for sinks not [Hq] floating or a window
 /// below 1. No kernel takes them: the fallback graph runs (the listed blocks gathered, then
@@ -367,10 +367,10 @@ std::pair<array, array> gated_delta_steps(
 /// and std::invalid_argument at evaluation for two slots naming one row (their sequences would
 /// race on it; the kernels check, on the CPU and the GPU). Kernels: as gated_delta, the named
 /// rows read and written in the same pass, into the pool's own buffer when nothing else
-/// refers to it (array::is_donatable, as paged_write), else into a copy; the fallback (q, k, v of
-/// different dtypes; on the GPU also float64 or a Dk the kernels do not cover) takes the rows,
-/// runs gated_delta and puts them back, and does not check repeats (which sequence's state
-/// lands is then unspecified).
+/// refers to it (array::is_donatable, as paged_write), else into a copy; the fallback (q, k,
+/// v of different dtypes; on the GPU also float64 or a Dk the kernels do not cover) takes the
+/// rows, runs gated_delta and puts them back, and does not check repeats (which sequence's
+/// state lands is then unspecified).
 std::pair<array, array> gated_delta_slots(
     const array& q,
     const array& k,

@@ -20,6 +20,21 @@ array norm_weight(const ModelConfig& config, const WeightMap& weights, const std
   return config.norm_plus_one ? add(w, array(1.0f, w.dtype())) : w;
 }
 
+std::pair<array, array> split_query_gate(const ModelConfig& config, const array& q_proj) {
+  const int N = q_proj.shape(0), Hq = config.num_attention_heads, D = config.head_dim;
+  array qg = reshape(q_proj, {N, Hq, 2 * D});
+  return {slice(qg, {0, 0, 0}, {N, Hq, D}), reshape(slice(qg, {0, 0, D}, {N, Hq, 2 * D}), {N, Hq * D})};
+}
+
+LayerAttentionOptions layer_attention_options(const ModelConfig& config, const WeightMap& weights, int layer) {
+  LayerAttentionOptions o;
+  if (config.gpt_oss) {
+    o.sinks = weights.at(layer_path(layer) + ".self_attn.sinks");
+    if (config.is_sliding_layer(layer)) o.window = config.sliding_window;
+  }
+  return o;
+}
+
 array attention(const ModelConfig& config, const WeightMap& weights, int layer, const array& x, int B, int L,
                 Cache* cache) {
   const std::string path = layer_path(layer) + ".self_attn";
@@ -31,10 +46,9 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
   array q = array(0.0f);
   std::optional<array> gate;
   if (config.attention_output_gate) {
-    // Qwen3-Next: per head, D query features then D gate features.
-    array qg = reshape(qkv[0], {B, L, Hq, 2 * D});
-    q = transpose(slice(qg, {0, 0, 0, 0}, {B, L, Hq, D}), {0, 2, 1, 3});
-    gate = reshape(slice(qg, {0, 0, 0, D}, {B, L, Hq, 2 * D}), {B * L, Hq * D});
+    auto [qs, g] = split_query_gate(config, qkv[0]);
+    q = transpose(reshape(qs, {B, L, Hq, D}), {0, 2, 1, 3});
+    gate = g;
   } else {
     q = heads(qkv[0], Hq);
   }
@@ -63,13 +77,12 @@ array attention(const ModelConfig& config, const WeightMap& weights, int layer, 
   const float scale = m * m / std::sqrt(float(D));
   array o = array(0.0f);
   if (config.gpt_oss) {
+    const LayerAttentionOptions lo = layer_attention_options(config, weights, layer);
     fast::AttentionOptions options;
-    options.mask_mode = L > 1 ? "causal" : "";
-    options.sinks = weights.at(path + ".sinks");
-    if (config.is_sliding_layer(layer)) {
-      options.mask_mode = "causal"; // the window counts from the end of the keys
-      options.window = config.sliding_window;
-    }
+    // With a window, "causal" even for one query: the window counts from the end of the keys.
+    options.mask_mode = L > 1 || lo.window ? "causal" : "";
+    options.sinks = lo.sinks;
+    options.window = lo.window;
     o = fast::scaled_dot_product_attention(q, k, v, scale, options);
   } else {
     o = fast::scaled_dot_product_attention(q, k, v, scale, L > 1 ? "causal" : "");

@@ -52,6 +52,20 @@ fast::Rotation rotation(const ModelConfig& config);
 /// rope types): scores grow by its square.
 float rope_attention_factor(const ModelConfig& config);
 
+/// Qwen3-Next's q_proj output [N, Hq · 2D] (per head, D query features then D gate features)
+/// split into the queries [N, Hq, D] and the output gate [N, Hq · D]: the attention output
+/// is multiplied by sigmoid(gate) before o_proj.
+std::pair<array, array> split_query_gate(const ModelConfig& config, const array& q_proj);
+
+/// What a layer adds to its attention's causal mask: GPT-OSS's sinks (the layer's "sinks"
+/// tensor, [Hq]) and, on its sliding layers, the window of sliding_window keys; neither for
+/// other architectures.
+struct LayerAttentionOptions {
+  std::optional<array> sinks;
+  std::optional<int> window;
+};
+LayerAttentionOptions layer_attention_options(const ModelConfig& config, const WeightMap& weights, int layer);
+
 /// Self-attention of layer `layer` on the rows x [B·L, hidden] (already normalised) of B
 /// sequences of L tokens → [B·L, hidden], writing the layer's keys and values into
 /// cache->layers[layer] at cache->offset when a cache is given.

@@ -31,26 +31,23 @@ std::pair<array, array> make_layer_pools(const ModelConfig& c, int layer, int bl
 
 std::pair<double, double> layer_pool_bytes(const ModelConfig& c, int layer, int block_size, Dtype dtype) {
   if (c.is_linear_layer(layer)) {
-    auto elements = [](const Shape& s) { return double(std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>())); };
-    return {0.0, elements(conv_state_shape(c, 1)) * size_of(dtype) + elements(recurrent_state_shape(c, 1)) * size_of(float32)};
+    auto elements = [](const Shape& s) {
+      return double(std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>()));
+    };
+    return {0.0, elements(conv_state_shape(c, 1)) * size_of(dtype) +
+                     elements(recurrent_state_shape(c, 1)) * size_of(float32)};
   }
   return {2.0 * c.num_key_value_heads * block_size * c.head_dim * size_of(dtype), 0.0};
 }
 
 namespace {
 
-// GPT-OSS's attention options of a layer: its sinks, and its window on sliding layers.
-struct LayerOptions {
-  std::optional<array> sinks;
-  std::optional<int> window;
-};
-
 // Attention of a batch with fresh prefill segments: each segment's rows attend causally among
 // themselves through scaled_dot_product_attention (q, k, v as [T, H, 1, D] rows: the keys and
 // values just written to the pools); the rows between segments through paged_attention.
 // The pieces are joined in row order.
 array mixed_attention(const array& q, const array& k, const array& v, const array& k_pool, const array& v_pool,
-                      const PagedBatch& b, float scale, const LayerOptions& lo) {
+                      const PagedBatch& b, float scale, const LayerAttentionOptions& lo) {
   const int T = q.shape(0), Hq = q.shape(1), D = q.shape(3), W = b.tables.shape(1);
   std::vector<array> pieces;
   auto paged_rows = [&](int a, int e) {
@@ -91,13 +88,11 @@ array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer,
   array q = qkv[0];
   std::optional<array> gate;
   if (c.attention_output_gate) {
-    // Qwen3-Next: per head, D query features then D gate features (as attention()).
-    array qg = reshape(q, {T, Hq, 1, 2 * D});
-    q = slice(qg, {0, 0, 0, 0}, {T, Hq, 1, D});
-    gate = reshape(slice(qg, {0, 0, 0, D}, {T, Hq, 1, 2 * D}), {T, Hq * D});
-  } else {
-    q = reshape(q, {T, Hq, 1, D});
+    auto [qs, g] = split_query_gate(c, q);
+    q = qs;
+    gate = g;
   }
+  q = reshape(q, {T, Hq, 1, D});
   // Normalised (Qwen3) and rotated at each token's position in one norm_rope node each.
   std::optional<float> eps;
   std::optional<array> q_norm, k_norm;
@@ -113,11 +108,7 @@ array paged_attention_layer(const ModelConfig& c, const WeightMap& w, int layer,
   v_pool = fast::paged_write(v_pool, reshape(v, {T, Hkv, D}), b.slots);
   const float m = rope_attention_factor(c);
   const float scale = m * m / std::sqrt(float(D));
-  LayerOptions lo;
-  if (c.gpt_oss) {
-    lo.sinks = w.at(path + ".sinks");
-    if (c.is_sliding_layer(layer)) lo.window = c.sliding_window;
-  }
+  const LayerAttentionOptions lo = layer_attention_options(c, w, layer);
   array o = b.fresh.empty() ? fast::paged_attention(q, k_pool, v_pool, b.tables, b.lengths, scale, lo.sinks, lo.window)
                             : mixed_attention(q, k, v, k_pool, v_pool, b, scale, lo);
   o = reshape(o, {T, Hq * D});
@@ -134,14 +125,15 @@ array paged_forward(const ModelConfig& c, const WeightMap& w, const PagedBatch& 
   const int T = b.tokens.shape(0);
   const float eps = c.rms_norm_eps;
   if (c.has_linear_layers()) {
-    // The ranges must follow the one-token rows and cover the batch (layers.h, PagedBatch).
+    // The ranges must follow the one-token rows, one after another, to the end of the batch
+    // (layers.h, PagedBatch).
     int row = b.state_chunks.empty() ? T : b.state_chunks.front().row;
+    bool ok = b.state_slots.ndim() == 1 && b.state_slots.shape(0) == T;
     for (const auto& ch : b.state_chunks) {
-      if (ch.row != row || ch.len <= 0) row = -1;
-      if (row < 0) break;
+      ok = ok && ch.row == row && ch.len > 0;
       row += ch.len;
     }
-    if (row != T || b.state_slots.ndim() != 1 || b.state_slots.shape(0) != T) {
+    if (!ok || row != T) {
       throw std::logic_error("[lm.paged_forward] state_slots and state_chunks do not describe the batch's rows");
     }
   }

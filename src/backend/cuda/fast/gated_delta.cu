@@ -12,8 +12,9 @@
 // writes every step's state anyway, stays here.
 // Blocks of 256 threads take 256 / L rows of one (b, h), so their k and q loads are shared
 // through L1. The slots mode reads row slots[b] of the input pool and writes it in the output
-// pool: the input's own buffer when it can be donated, else a copy; a slot outside the pool is reported as std::out_of_range naming
-// gated_delta_slots (index_errors.cuh) and its sequence skipped.
+// pool: the input's own buffer when it can be donated, else a copy; a slot outside the pool
+// is reported as std::out_of_range naming gated_delta_slots (index_errors.cuh) and its
+// sequence skipped.
 #include <cstdint>
 
 #include "backend/common/math/gated_delta.h"
