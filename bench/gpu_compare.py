@@ -15,6 +15,7 @@ Attention rows compare with PyTorch's SDPA on its cuDNN backend, with a second r
 flash backend.
 """
 import argparse
+import math
 import re
 import statistics
 import subprocess
@@ -234,19 +235,27 @@ def torch_side(only, binary=None):
                 # over the same keys.
                 sdpa_times("paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128",
                            lambda: F.scaled_dot_product_attention(q, k, v, scale=0.088, enable_gqa=True))
-        q, k, v, g = (torch.randn(4, 32, 4096, 128, device=dev).to(torch.bfloat16) for _ in range(4))
-        qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
-        for causal in (False, True):
-            tag = "_causal" if causal else ""
-            sdpa_times("sdpa_prefill_bf16_b4_h32_l4096_d128" + tag,
-                       lambda: F.scaled_dot_product_attention(q, k, v, scale=0.088, is_causal=causal),
-                       runs=10, batch=3)
+        # Issue 15's prefill shapes (as bench/gpu_timings.cpp): B 4, L 4096 at D 128 (H 32),
+        # 64 (H 64), 256 (H 16), forward and forward plus backward; D 128 at L 1024 and 16384.
+        for b, h, l, d, backward in ((4, 32, 4096, 128, True), (4, 64, 4096, 64, True), (4, 16, 4096, 256, True),
+                                     (4, 32, 1024, 128, False), (4, 32, 16384, 128, False)):
+            q, k, v, g = (torch.randn(b, h, l, d, device=dev).to(torch.bfloat16) for _ in range(4))
+            qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
+            shape = f"bf16_b{b}_h{h}_l{l}_d{d}"
+            scale = 1.0 / math.sqrt(d)
+            for causal in (False, True):
+                tag = "_causal" if causal else ""
+                sdpa_times(f"sdpa_prefill_{shape}{tag}",
+                           lambda: F.scaled_dot_product_attention(q, k, v, scale=scale, is_causal=causal),
+                           runs=10, batch=3)
 
-            def fb():
-                o = F.scaled_dot_product_attention(qg, kg, vg, scale=0.088, is_causal=causal)
-                return torch.autograd.grad(o, (qg, kg, vg), g) + (o,)
+                def fb():
+                    o = F.scaled_dot_product_attention(qg, kg, vg, scale=scale, is_causal=causal)
+                    return torch.autograd.grad(o, (qg, kg, vg), g) + (o,)
 
-            sdpa_times("sdpa_prefill_fwd_bwd_bf16_b4_h32_l4096_d128" + tag, fb, runs=10, batch=3)
+                if backward:
+                    sdpa_times(f"sdpa_prefill_fwd_bwd_{shape}{tag}", fb, runs=10, batch=3)
+            del q, k, v, g, qg, kg, vg
     if want("matmul"):
         torch.backends.cuda.matmul.allow_tf32 = False
         for m in (4096, 8192):
@@ -401,7 +410,8 @@ def floor_ms(name, copy_gbps):
         t = int(re.search(r"_t(\d+)_", name).group(1))
         return 6 * t * 16 * 128 * 128 / (PEAK_TFLOPS["bf16"] * 1e12) * 1e3
     if name.startswith("sdpa_prefill"):
-        fwd = 4 * 4 * 32 * 4096 * 4096 * 128
+        b, h, l, d = (int(x) for x in re.search(r"_b(\d+)_h(\d+)_l(\d+)_d(\d+)", name).groups())
+        fwd = 4 * b * h * l * l * d
         flops = fwd * (3.5 if "fwd_bwd" in name else 1.0) * (0.5 if name.endswith("causal") else 1.0)
         return flops / (PEAK_TFLOPS["bf16"] * 1e12) * 1e3
     if name in bytes_:

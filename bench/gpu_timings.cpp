@@ -213,20 +213,31 @@ int main(int argc, char** argv) {
       report("paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128", 20,
              [&] { return nx::fast::paged_attention(q, kc, vc, tables, lengths, 0.088f); });
     }
-    {
-      nx::array q = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
-      nx::array k = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
-      nx::array v = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
-      nx::array g = rand_gpu({4, 32, 4096, 128}, nx::bfloat16);
+    // Issue 15's prefill shapes: B 4 and L 4096 at D 128 (H 32), 64 (H 64) and 256 (H 16),
+    // forward and forward plus backward; D 128 at L 1024 and 16384, forward.
+    struct Prefill {
+      int b, h, l, d;
+      bool backward;
+    };
+    for (const Prefill& s : {Prefill{4, 32, 4096, 128, true}, Prefill{4, 64, 4096, 64, true}, Prefill{4, 16, 4096, 256, true},
+                             Prefill{4, 32, 1024, 128, false}, Prefill{4, 32, 16384, 128, false}}) {
+      nx::array q = rand_gpu({s.b, s.h, s.l, s.d}, nx::bfloat16);
+      nx::array k = rand_gpu({s.b, s.h, s.l, s.d}, nx::bfloat16);
+      nx::array v = rand_gpu({s.b, s.h, s.l, s.d}, nx::bfloat16);
+      nx::array g = rand_gpu({s.b, s.h, s.l, s.d}, nx::bfloat16);
+      const std::string shape = "bf16_b" + std::to_string(s.b) + "_h" + std::to_string(s.h) + "_l" + std::to_string(s.l) +
+          "_d" + std::to_string(s.d);
       for (bool causal : {false, true}) {
         const std::string mode = causal ? "causal" : "";
         const std::string tag = causal ? "_causal" : "";
+        const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
         auto f = [&](const std::vector<nx::array>& in) {
-          return nx::fast::scaled_dot_product_attention(in[0], in[1], in[2], 0.088f, mode);
+          return nx::fast::scaled_dot_product_attention(in[0], in[1], in[2], scale, mode);
         };
-        report(("sdpa_prefill_bf16_b4_h32_l4096_d128" + tag).c_str(), 10, [&] { return f({q, k, v}); }, 3);
-        report_all(("sdpa_prefill_fwd_bwd_bf16_b4_h32_l4096_d128" + tag).c_str(), 10,
-                   [&] { return forward_backward(f, {q, k, v}, g); }, 3);
+        report(("sdpa_prefill_" + shape + tag).c_str(), 10, [&] { return f({q, k, v}); }, 3);
+        if (s.backward) {
+          report_all(("sdpa_prefill_fwd_bwd_" + shape + tag).c_str(), 10, [&] { return forward_backward(f, {q, k, v}, g); }, 3);
+        }
       }
     }
   }

@@ -178,7 +178,9 @@ inline constexpr size_t kDefaultMaxScoreBytes = size_t(512) << 20;
 ///  - Vector: the CUDA decode kernels (Lq <= 8): `passes` 1, or 2 with the keys split into
 ///    `key_blocks` blocks when batch × heads cannot fill the GPU;
 ///  - Tiled: the fused kernel for longer queries: on the GPU the tensor-core flash-attention
-///    kernel, on the CPU the online-softmax loop over key blocks (which serves every Lq);
+///    kernel (on Hopper, when `warp_specialized`, the TMA/wgmma kernel with a producer and two
+///    consumer warpgroups; else the mma.sync one), on the CPU the online-softmax loop over key
+///    blocks (which serves every Lq);
 ///  - Composed: the fallback graph of ordinary ops, in blocks of `query_rows` query rows
 ///    when the whole score matrix would exceed the cap.
 enum class AttentionRoute { Vector, Tiled, Composed };
@@ -189,6 +191,11 @@ struct AttentionPlan {
   int passes = 0;     ///< Vector: 1 or 2.
   int key_blocks = 1; ///< Vector with 2 passes: key blocks of the first pass.
   int query_rows = 0; ///< Composed: query rows per block (Lq when not split).
+  /// Tiled on a compute capability 9.0 GPU: the warp-specialised Hopper kernel (float16,
+  /// bfloat16; D == Dv 64, 128 or 256; no array mask; every row sees a key) rather than the
+  /// mma.sync one. Until that kernel has been checked on an H200 it is chosen only when the
+  /// environment variable NUVEC_ATTENTION_HOPPER is 1.
+  bool warp_specialized = false;
   size_t scratch_bytes = 0;          ///< Device or host scratch the kernels allocate.
   size_t max_intermediate_bytes = 0; ///< The largest array the route materialises.
   bool capped = false;               ///< Whether max_score_bytes changed the plan.

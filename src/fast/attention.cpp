@@ -125,6 +125,8 @@ fast::RouteKey attention_key(
     const auto& info = gpu::device_info(stream.device.index);
     auto it = info.find("multiprocessor_count");
     key.sm_count = it == info.end() ? 0 : static_cast<int>(std::get<size_t>(it->second));
+    auto major = info.find("compute_capability_major");
+    key.hopper = major != info.end() && std::get<size_t>(major->second) == 9 && fast::hopper_forward_enabled();
   }
   return key;
 }
@@ -390,10 +392,11 @@ struct Call {
     return in;
   }
 
-  array fused(int passes, int key_blocks) const {
+  array fused(int passes, int key_blocks, bool hopper = false) const {
     AttentionParams p = params();
     p.passes = passes;
     p.key_blocks = key_blocks;
+    p.hopper = hopper;
     auto in = inputs(q, k, v, mask);
     const Shape& qs = q.shape();
     return array::make_arrays(
@@ -468,7 +471,7 @@ array sdpa(
     case AttentionRoute::Vector:
       return call.fused(plan.passes, plan.key_blocks);
     case AttentionRoute::Tiled:
-      return call.fused(0, 1);
+      return call.fused(0, 1, plan.warp_specialized);
     case AttentionRoute::Composed:
       break;
   }

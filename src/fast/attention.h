@@ -32,6 +32,9 @@ struct AttentionParams {
   int passes = 0;
   /// Key blocks of the first of two vector passes (1 otherwise). Set by the planner.
   int key_blocks = 1;
+  /// With passes 0 on the GPU: the Hopper kernel (attention_hopper.cu) rather than the
+  /// mma.sync one (attention_tiled.cu). Set by the planner (AttentionPlan::warp_specialized).
+  bool hopper = false;
 
   bool operator==(const AttentionParams&) const = default;
 };

@@ -3,6 +3,8 @@
 #include "fast/attention_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace nuvec::fast {
 
@@ -24,6 +26,19 @@ bool vector_head(int64_t d, int64_t dv) {
 
 bool tiled_head(int64_t d, int64_t dv, Dtype dtype) {
   return (dtype == float16 || dtype == bfloat16) && d == dv && (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
+}
+
+bool hopper_covers(const RouteKey& key) {
+  return (key.dtype == float16 || key.dtype == bfloat16) && key.d == key.dv &&
+      (key.d == 64 || key.d == 128 || key.d == 256) && !key.has_mask && key.lk > 0 && (!key.causal || key.lq <= key.lk);
+}
+
+bool hopper_forward_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("NUVEC_ATTENTION_HOPPER");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
 }
 
 bool cpu_fused_dtype(Dtype dtype) {
@@ -76,6 +91,7 @@ AttentionPlan plan(const RouteKey& key) {
     }
     if (tiled_head(key.d, key.dv, key.dtype) && causal_fits) {
       p.route = AttentionRoute::Tiled;
+      p.warp_specialized = key.hopper && hopper_covers(key);
       p.max_intermediate_bytes = out_bytes;
       return p;
     }

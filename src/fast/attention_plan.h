@@ -27,12 +27,23 @@ struct RouteKey {
   bool cap_given = false;
   bool gpu = false;      // the call runs on the GPU
   int sm_count = 0;      // the GPU's multiprocessors (gpu only)
+  bool hopper = false;   // a compute capability 9.0 GPU with the Hopper forward enabled
 };
 
 /// Head sizes the CUDA vector (decode) kernels cover: D and Dv each 64, 80, 96, 128 or 256.
 bool vector_head(int64_t d, int64_t dv);
 /// Whether the CUDA tiled (tensor-core) kernel covers the head sizes and dtype.
 bool tiled_head(int64_t d, int64_t dv, Dtype dtype);
+/// Whether the Hopper forward (src/backend/cuda/fast/attention_hopper.cu) covers a tiled
+/// call: float16 or bfloat16, D == Dv in {64, 128, 256}, no array mask, and every query row
+/// sees a key (not causal, or causal with Lq <= Lk). (Its launcher checks the strides too and
+/// runs the mma.sync kernel where they do not fit the TMA.)
+bool hopper_covers(const RouteKey& key);
+
+/// Whether the Hopper forward may be planned: NUVEC_ATTENTION_HOPPER=1 in the environment
+/// (read once). Off by default until the kernel has been checked on an H200.
+bool hopper_forward_enabled();
+
 /// Whether the CPU fused loop covers the dtype (float32, float16, bfloat16).
 bool cpu_fused_dtype(Dtype dtype);
 

@@ -1,7 +1,8 @@
 // nuvec: eval_gpu of ScaledDotProductAttention and ScaledDotProductAttentionVjp: the
 // inputs in the layout the kernels take (last axis contiguous, copied when not), the
 // outputs allocated, and the kernel the node's plan names (params.passes: 0 tiled, 1 or 2
-// vector). The kernels: attention_vector.cu, attention_tiled.cu, attention_backward.cu.
+// vector; with params.hopper, the tiled route's Hopper kernel). The kernels:
+// attention_vector.cu, attention_tiled.cu, attention_hopper.cu, attention_backward.cu.
 #include <cstdint>
 
 #include "backend/cuda/copy.h"
@@ -62,7 +63,8 @@ void ScaledDotProductAttention::eval_gpu(const std::vector<array>& inputs, std::
   buf.out = cu::alloc_output(outputs[0]);
   buf.lse = cu::alloc_output<float>(outputs[1]);
   if (outputs[0].size() == 0) return;
-  if (params_.passes == 0) cu::attention_tiled(in[0].dtype(), g, buf);
+  if (params_.passes == 0 && params_.hopper) cu::attention_hopper(in[0].dtype(), g, buf);
+  else if (params_.passes == 0) cu::attention_tiled(in[0].dtype(), g, buf);
   else cu::attention_vector(in[0].dtype(), g, buf, params_.passes, params_.key_blocks);
 }
 

@@ -32,6 +32,18 @@ void attention_vector(Dtype dtype, const attention::Geometry& g, const Attention
 /// and heads of fast::tiled_head.
 void attention_tiled(Dtype dtype, const attention::Geometry& g, const AttentionBuffers& buf);
 
+/// Whether the Hopper forward (attention_hopper.cu) covers a call: float16 or bfloat16,
+/// D == Dv in {64, 128, 256}, no array mask, every query row sees a key (not causal, or
+/// causal with Lq <= Lk), Lq and Lk under 2^30, and the b, h, l strides of q, k and v along
+/// axes longer than 1 positive multiples of 8 elements (the TMA's 16-byte steps).
+bool attention_hopper_covers(Dtype dtype, const attention::Geometry& g);
+
+/// The warp-specialised flash-attention forward for sm_90a (attention_hopper.cu: TMA copies,
+/// a producer and two consumer warpgroups, wgmma for Q Kᵀ and P V), writing what
+/// attention_tiled writes. Calls it does not cover (attention_hopper_covers, q, k and v
+/// 16-byte aligned), other devices and builds without sm_90a code run attention_tiled.
+void attention_hopper(Dtype dtype, const attention::Geometry& g, const AttentionBuffers& buf);
+
 /// Pointers of the backward (attention_backward.cu): the forward's plus out, lse, dout
 /// (row-contiguous like out) and the gradients (row-contiguous, the inputs' shapes; dsinks
 /// [Hq] in the dtype, null when there are no sinks).

@@ -47,6 +47,7 @@
 #include "backend/cuda/fast/attention.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
+#include "backend/cuda/wgmma_usable.h"
 
 namespace nuvec::cu {
 
@@ -722,14 +723,6 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(__grid_constant__ con
 
 // ---- 3 + 4 on Hopper: one wgmma kernel, dq through float32 atomics -----------------------
 
-/// 1 in device code built for sm_90a, where wg_bwd_kernel has its body (wgmma_usable).
-__device__ int wgmma_built =
-#if defined(NUVEC_WGMMA_AVAILABLE)
-    1;
-#else
-    0;
-#endif
-
 /// Shape of the Hopper kernel: two warpgroups, 128 keys a block (64 a warpgroup), 64 queries
 /// a step (FlashAttention-3's backward tile for D 128). Per step each warpgroup computes
 /// Sᵀ = K_w Qᵀ and dPᵀ = V_w dOᵀ (64 x 64, A and B from shared memory), turns them into Pᵀ
@@ -1043,19 +1036,6 @@ void launch(Kernel kernel, int64_t blocks, int threads, size_t smem, const A& ar
   }
   kernel<<<static_cast<unsigned>(blocks), threads, smem, stream()>>>(args);
   check_launch(name);
-}
-
-/// Whether the Hopper kernel can run here: a compute capability 9.0 device whose code in
-/// this build is sm_90a (the project's default target; a plain sm_90 build compiles
-/// wg_bwd_kernel to a trap and keeps the mma.sync kernels). Asked once.
-bool wgmma_usable() {
-  static const bool ok = [] {
-    if (device_props().major != 9) return false;
-    int built = 0;
-    NUVEC_CUDA_CHECK(cudaMemcpyFromSymbol(&built, wgmma_built, sizeof(int)));
-    return built == 1;
-  }();
-  return ok;
 }
 
 /// Steps 3 and 4 on Hopper: dq_acc zeroed, wg_bwd_kernel, dq_convert_kernel.

@@ -1,0 +1,464 @@
+// nuvec: the flash-attention forward of ScaledDotProductAttention for Hopper (sm_90a):
+// warp-specialised, with TMA copies and wgmma on both products (FlashAttention-3's forward,
+// Shah et al. 2024, in its plain form: one producer and two consumer warpgroups). Meaning:
+// src/fast/attention.h; geometry: src/backend/common/attention.h; the instructions:
+// device/wgmma.cuh (products, the 128-byte-swizzled tile layout) and device/tma.cuh (copies,
+// barriers, register reallocation).
+//
+// A block of 3 warpgroups per (128 query rows, batch row, query head):
+//  - warpgroup 0, the producer, gives up registers (setmaxnreg 40) and one thread issues the
+//    TMA copies: the 128 x D query tile once, then for each key tile the K tile and the V
+//    tile (kBc x D each) into a ring of kStages stages, each stage's copy waiting until the
+//    consumers released the stage ("empty" barrier) and completing on its "full" barrier;
+//  - warpgroups 1 and 2, the consumers (setmaxnreg 232), own 64 query rows each. For each
+//    key tile: S = Q Kᵀ (wgmma, both operands in shared memory; 64 x kBc float32 in
+//    registers), the K stage released; scores scaled to log2 units, hidden keys −inf (only in
+//    tiles some row of the warpgroup sees in part); the online softmax in registers (running
+//    max m and sum l per row, over the row's 4 lanes); O = O · 2^(m_old − m_new) + P V (P
+//    rounded to the dtype and packed in registers as the A operand, V from shared memory,
+//    MN-major), the V stage released.
+// The copies of later stages run while the consumers compute, and the two consumer
+// warpgroups interleave on the tensor cores by themselves (no ping-pong barriers yet; nor
+// FlashAttention-3's overlap of the softmax with the next tile's S inside a warpgroup).
+// Epilogue: the sink joins (m, l), O / l goes through the warpgroup's rows of the query tile
+// in shared memory to 16-byte coalesced stores, and lse = (m + log2 l) · ln 2.
+// Tiles no query row of the block sees (causal: after the last row's last key; window:
+// before the first row's first key) are never copied. Rows past Lq and keys past Lk arrive
+// as zeros (the TMA's bounds) and are not written / are hidden.
+//
+// Coverage (attention_hopper_covers): float16 and bfloat16, D == Dv in {64, 128, 256}, no
+// array mask, and every query row sees at least one key (not causal, or causal with Lq <= Lk)
+// so that the no-visible-key rule never applies; causal, windows, sinks and GQA are in. The
+// planner routes other calls to the mma.sync kernel (attention_tiled.cu).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cuda/device/mma.cuh"
+#include "backend/cuda/device/online_softmax.cuh"
+#include "backend/cuda/device/tma.cuh"
+#include "backend/cuda/device/wgmma.cuh"
+#include "backend/cuda/fast/attention.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/runtime/runtime.h"
+#include "backend/cuda/wgmma_usable.h"
+
+namespace nuvec::cu {
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kHopperThreads = 384;  // a producer and two consumer warpgroups
+constexpr int kConsumerWarps = 8;    // the arrivals an "empty" barrier waits for
+constexpr int kProducerRegs = 40;    // setmaxnreg: 128 · 40 + 256 · 232 <= 65536
+constexpr int kConsumerRegs = 232;
+
+/// What one launch reads: the three tensor maps (q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D],
+/// each as a 4-d tensor D, L, H, B with a box of 64 columns x the tile's rows), the call's
+/// buffers and geometry, the query tiles per (b, h), the first block of this launch and the
+/// score scale in log2 units.
+struct HopperArgs {
+  CUtensorMap q_map;
+  CUtensorMap k_map;
+  CUtensorMap v_map;
+  AttentionBuffers buf;
+  attention::Geometry g;
+  int64_t q_tiles = 0;
+  int64_t block0 = 0;
+  float scale_log2 = 0.0f;
+};
+
+/// The compile-time shape of one kernel: head size D (= Dv), kBc keys a tile, kStages K and
+/// V stages, and the shared-memory layout from the 1024-aligned base: the query tile
+/// (128 x D), kStages K tiles, kStages V tiles (each in the 128-byte-swizzled layout, D / 64
+/// panels), then the barriers: q_full, k_full[kStages], k_empty[kStages], v_full[kStages],
+/// v_empty[kStages].
+template <int D_, int kBc_, int kStages_>
+struct HopperShape {
+  static constexpr int D = D_, kBc = kBc_, kStages = kStages_;
+  static constexpr int kBr = 128;                 // two consumer warpgroups of 64 rows
+  static constexpr int kPanels = D / 64;          // 64-column panels (one TMA box each)
+  static constexpr int kON = D == 64 ? 64 : 128;  // O columns one P V wgmma produces
+  static constexpr int kOChunks = D / kON;
+  static constexpr uint32_t q_bytes = kBr * D * 2, kv_bytes = kBc * D * 2;
+  static constexpr uint32_t q = 0, k = q_bytes, v = k + kStages * kv_bytes, bars = v + kStages * kv_bytes;
+  static constexpr uint32_t end = bars + (1 + 4 * kStages) * 8;
+  static constexpr size_t bytes = end + 1024; // room to align the base up to 1024
+  static_assert(D % 64 == 0 && (kBc == 64 || kBc == 128), "64-column panels, wgmma N of 64 or 128");
+};
+
+template <typename T, typename S>
+__global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(const __grid_constant__ HopperArgs a) {
+#if defined(NUVEC_WGMMA_AVAILABLE)
+  constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages, kON = S::kON;
+  extern __shared__ __align__(16) unsigned char hopper_smem[];
+  const uint32_t raw = smem_addr(hopper_smem), sb = (raw + 1023u) & ~1023u;
+  unsigned char* const sbase = hopper_smem + (sb - raw);
+  const uint32_t bar_q = sb + S::bars;
+  const auto k_full = [&](int s) { return bar_q + 8u * (1 + s); };
+  const auto k_empty = [&](int s) { return bar_q + 8u * (1 + kStages + s); };
+  const auto v_full = [&](int s) { return bar_q + 8u * (1 + 2 * kStages + s); };
+  const auto v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * kStages + s); };
+
+  const attention::Geometry& g = a.g;
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int lq = static_cast<int>(g.lq);
+  const int64_t bid = a.block0 + blockIdx.x;
+  const int64_t bh = bid / a.q_tiles;
+  // Later query tiles first: under causal they see the most keys, and starting them early
+  // keeps the last wave short.
+  const int q0 = static_cast<int>((a.q_tiles - 1 - bid % a.q_tiles) * kBr);
+  const int64_t b = bh / g.hq, h = bh % g.hq, hk = h / g.group();
+
+  // The key tiles the block's rows see: [first(q0), end(last row)) (first and end grow with
+  // the row). Every row below Lq sees a key (the coverage), so the range is not empty.
+  const int q_last = (q0 + kBr < lq ? q0 + kBr : lq) - 1;
+  int64_t first0, end0, first_l, end_l;
+  g.key_range(q0, first0, end0);
+  g.key_range(q_last, first_l, end_l);
+  const int n_begin = static_cast<int>(first0 / kBc);
+  const int tiles = end_l > first0 ? static_cast<int>((end_l + kBc - 1) / kBc) - n_begin : 0;
+
+  if (tid == 0) {
+    mbar_init(bar_q, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), kConsumerWarps);
+      mbar_init(v_empty(s), kConsumerWarps);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer ----
+    setmaxnreg_dec<kProducerRegs>();
+    if (tid == 0 && tiles > 0) {
+      mbar_arrive_expect_tx(bar_q, S::q_bytes);
+#pragma unroll
+      for (int p = 0; p < S::kPanels; ++p) {
+        tma_load_4d(sb + S::q + p * kBr * 128, &a.q_map, bar_q, 64 * p, q0, static_cast<int>(h), static_cast<int>(b));
+      }
+      for (int i = 0; i < tiles; ++i) {
+        const int s = i % kStages;
+        const uint32_t parity = ((i / kStages) & 1) ^ 1;
+        const int n0 = (n_begin + i) * kBc;
+        mbar_wait(k_empty(s), parity);
+        mbar_arrive_expect_tx(k_full(s), S::kv_bytes);
+#pragma unroll
+        for (int p = 0; p < S::kPanels; ++p) {
+          tma_load_4d(sb + S::k + s * S::kv_bytes + p * kBc * 128, &a.k_map, k_full(s), 64 * p, n0, static_cast<int>(hk),
+                      static_cast<int>(b));
+        }
+        mbar_wait(v_empty(s), parity);
+        mbar_arrive_expect_tx(v_full(s), S::kv_bytes);
+#pragma unroll
+        for (int p = 0; p < S::kPanels; ++p) {
+          tma_load_4d(sb + S::v + s * S::kv_bytes + p * kBc * 128, &a.v_map, v_full(s), 64 * p, n0, static_cast<int>(hk),
+                      static_cast<int>(b));
+        }
+      }
+    }
+  } else {
+    // ---- consumers: warpgroup c owns query rows q0 + 64c .. q0 + 64c + 63 ----
+    setmaxnreg_inc<kConsumerRegs>();
+    const int c = wg - 1, wtid = tid % 128, warp = wtid / 32, lane = tid % 32, gr = lane / 4, tq = lane % 4;
+    const int row0 = q0 + 64 * c;             // the warpgroup's first row
+    const int my_row = row0 + 16 * warp + gr; // this thread's rows: my_row, my_row + 8
+    // Tiles every row of the warpgroup sees whole need no per-key test: [first(last row),
+    // end(first row)).
+    int64_t wf0, we0, wfl, wel;
+    g.key_range(row0, wf0, we0);
+    g.key_range(row0 + 63, wfl, wel);
+
+    float o[S::kOChunks][kON / 2];
+#pragma unroll
+    for (int ch = 0; ch < S::kOChunks; ++ch) {
+#pragma unroll
+      for (int i = 0; i < kON / 2; ++i) o[ch][i] = 0.0f;
+    }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const uint32_t q_rows = sb + S::q + c * 64 * 128; // the warpgroup's rows of panel 0
+    if (tiles > 0) mbar_wait(bar_q, 0);
+
+    for (int i = 0; i < tiles; ++i) {
+      const int s = i % kStages;
+      const uint32_t parity = (i / kStages) & 1;
+      const int n0 = (n_begin + i) * kBc;
+      const uint32_t sk = sb + S::k + s * S::kv_bytes, sv = sb + S::v + s * S::kv_bytes;
+
+      // S = Q Kᵀ: A the warpgroup's query rows, B the key rows, both K-major. Element
+      // sc[4j + 2hf + e]: row my_row + 8hf, key n0 + 8j + 2tq + e.
+      float sc[kBc / 2];
+      mbar_wait(k_full(s), parity);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32, ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
+        Wgmma<kBc>::template ss<T, 0, 0>(sc, sw128_desc(q_rows + qo, 16, 1024), sw128_desc(sk + ko, 16, 1024), kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(sc);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(k_empty(s));
+
+      // Scores in log2 units; hidden keys −inf where some row sees part of the tile.
+#pragma unroll
+      for (int e = 0; e < kBc / 2; ++e) sc[e] *= a.scale_log2;
+      if (!(n0 >= wfl && n0 + kBc <= we0)) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          int64_t kf, ke;
+          g.key_range(my_row + 8 * hf, kf, ke);
+          // Visible columns x (key n0 + 2tq + x) are lo <= x < hi.
+          const int lo = static_cast<int>(kf) - n0 - 2 * tq, hi = static_cast<int>(ke) - n0 - 2 * tq;
+#pragma unroll
+          for (int j = 0; j < kBc / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              if (8 * j + e < lo || 8 * j + e >= hi) sc[4 * j + 2 * hf + e] = -INFINITY;
+            }
+          }
+        }
+      }
+
+      // Online softmax: the new running max, (O, l) rescaled, P = 2^(x − m).
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float mx = m[hf];
+#pragma unroll
+        for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * hf], sc[4 * j + 2 * hf + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // A row with nothing visible yet keeps max −inf; its weights are taken relative to
+        // 0 (exp2_base), which keeps them 0 rather than exp(−inf + inf).
+        const float base = exp2_base(mx);
+        const float alpha = exp2_approx(m[hf] - base);
+        m[hf] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kBc / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = sc[4 * j + 2 * hf + e];
+            x = exp2_approx(x - base);
+            sum += x;
+          }
+        }
+        l[hf] = l[hf] * alpha + sum;
+#pragma unroll
+        for (int ch = 0; ch < S::kOChunks; ++ch) {
+#pragma unroll
+          for (int j = 0; j < kON / 8; ++j) {
+            o[ch][4 * j + 2 * hf] *= alpha;
+            o[ch][4 * j + 2 * hf + 1] *= alpha;
+          }
+        }
+      }
+      // P as the A operand of the k16 steps over the tile's keys (n8 blocks 2kk, 2kk + 1).
+      uint32_t pa[kBc / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kBc / 16; ++kk) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
+      }
+
+      // O += P V: B the value tile, MN-major (rows = keys = K, columns = head dims = N); the
+      // chunk ch of kON columns starts at panel ch · kON / 64.
+      mbar_wait(v_full(s), parity);
+#pragma unroll
+      for (int ch = 0; ch < S::kOChunks; ++ch) fence_regs(o[ch]);
+      fence_regs(pa);
+      wgmma_fence();
+#pragma unroll
+      for (int ch = 0; ch < S::kOChunks; ++ch) {
+#pragma unroll
+        for (int kk = 0; kk < kBc / 16; ++kk) {
+          Wgmma<kON>::template rs<T, 1>(o[ch], pa[kk], sw128_desc(sv + ch * (kON / 64) * kBc * 128 + kk * 2048, kBc * 128, 1024), 1);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int ch = 0; ch < S::kOChunks; ++ch) fence_regs(o[ch]);
+      fence_regs(pa);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(v_empty(s));
+    }
+
+    // Epilogue: the row sums over the row's 4 lanes, the sink, 1 / l and the lse.
+    const float sink = g.has_sinks ? static_cast<float>(static_cast<const T*>(a.buf.sinks)[h]) : 0.0f;
+    float scale_o[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float sum = l[hf];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      float mm = m[hf];
+      if (g.has_sinks) {
+        // The sink is one more score, of weight 1 and value 0.
+        const float2 f = online_merge_exp2(mm, sum, sink * kLog2e, 1.0f);
+        scale_o[hf] = f.x / sum;
+      } else {
+        scale_o[hf] = 1.0f / sum;
+      }
+      const int row = my_row + 8 * hf;
+      if (tq == 0 && row < lq) a.buf.lse[bh * g.lq + row] = (mm + log2f(sum)) * kLn2;
+    }
+
+    // O through the warpgroup's own rows of the query tile (no wgmma reads them any more once
+    // every warp of the warpgroup is past its last S product), then 16-byte stores of whole
+    // rows.
+    named_barrier_sync(1 + c, 128);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = 64 * c + 16 * warp + gr + 8 * hf; // row in the tile
+#pragma unroll
+      for (int ch = 0; ch < S::kOChunks; ++ch) {
+#pragma unroll
+        for (int j = 0; j < kON / 8; ++j) {
+          const int col = ch * kON + 8 * j; // chunk col / 8, bytes 4tq of it
+          *reinterpret_cast<uint32_t*>(sbase + S::q + sw128_offset<kBr>(r, col / 8) + 4 * tq) =
+              pack2<T>(o[ch][4 * j + 2 * hf] * scale_o[hf], o[ch][4 * j + 2 * hf + 1] * scale_o[hf]);
+        }
+      }
+    }
+    named_barrier_sync(1 + c, 128);
+    T* out = static_cast<T*>(a.buf.out) + (bh * g.lq + row0) * D;
+    constexpr int kChunks = D / 8;
+#pragma unroll
+    for (int it = 0; it < 64 * kChunks / 128; ++it) {
+      const int idx = it * 128 + wtid, r = idx / kChunks, cc = idx % kChunks;
+      if (row0 + r < lq) {
+        *reinterpret_cast<uint4*>(out + int64_t(r) * D + cc * 8) =
+            *reinterpret_cast<const uint4*>(sbase + S::q + sw128_offset<kBr>(64 * c + r, cc));
+      }
+    }
+  }
+#else
+  __trap(); // built without sm_90a: attention_hopper never launches this (wgmma_usable)
+#endif
+}
+
+// ---- host side ---------------------------------------------------------------------------
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+/// The driver's cuTensorMapEncodeTiled, through the runtime (no link against libcuda).
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    NUVEC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || p == nullptr) {
+      throw std::runtime_error("[attention_hopper] the CUDA driver has no cuTensorMapEncodeTiled.");
+    }
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+/// The tensor map of a [B, H, L, D] operand (element strides b, h, l; the last axis
+/// contiguous) read in boxes of 64 columns x `rows` rows with the 128-byte swizzle. An axis
+/// of size 1 is never stepped along: its stride is replaced by the contiguous one (the
+/// encoder wants multiples of 16 bytes).
+CUtensorMap tile_map(Dtype dtype, const void* ptr, int64_t bsz, int64_t hsz, int64_t lsz, int64_t d,
+                     const int64_t (&stride)[3], int rows) {
+  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(lsz), cuuint64_t(hsz), cuuint64_t(bsz)};
+  const int64_t sizes[3] = {lsz, hsz, bsz}, elem[3] = {stride[2], stride[1], stride[0]};
+  cuuint64_t strides[3];
+  int64_t contiguous = d * 2;
+  for (int i = 0; i < 3; ++i) {
+    strides[i] = cuuint64_t(sizes[i] == 1 ? contiguous : elem[i] * 2);
+    contiguous = int64_t(strides[i]) * sizes[i];
+  }
+  const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1}, unit[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encode_tiled()(
+      &map, dtype == float16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(ptr),
+      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("[attention_hopper] cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ").");
+  }
+  return map;
+}
+
+template <typename T, typename S>
+void launch_hopper(HopperArgs& a) {
+  auto kernel = attention_hopper_kernel<T, S>;
+  static const bool raised = [&] {
+    NUVEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::bytes)));
+    return true;
+  }();
+  (void)raised;
+  const attention::Geometry& g = a.g;
+  const Dtype dt = std::is_same_v<T, __half> ? float16 : bfloat16;
+  a.q_map = tile_map(dt, a.buf.q, g.b, g.hq, g.lq, g.d, g.q_stride, S::kBr);
+  a.k_map = tile_map(dt, a.buf.k, g.b, g.hkv, g.lk, g.d, g.k_stride, S::kBc);
+  a.v_map = tile_map(dt, a.buf.v, g.b, g.hkv, g.lk, g.dv, g.v_stride, S::kBc);
+  a.q_tiles = ceil_div(g.lq, S::kBr);
+  const int64_t blocks = a.q_tiles * g.b * g.hq;
+  constexpr int64_t kMaxBlocks = 0x7fffffff;
+  for (int64_t b0 = 0; b0 < blocks; b0 += kMaxBlocks) {
+    a.block0 = b0;
+    const int64_t n = blocks - b0 < kMaxBlocks ? blocks - b0 : kMaxBlocks;
+    kernel<<<static_cast<unsigned>(n), kHopperThreads, S::bytes, stream()>>>(a);
+    check_launch("attention_hopper_kernel");
+  }
+}
+
+// The kernel shape of each head size (FlashAttention-3's tiles for D 64 and 128; for 256 a
+// 64-key tile keeps two stages of K and V within the 227 KB of shared memory): D 64: 128-key
+// tiles, 3 stages (112 KB); 128: 128-key tiles, 2 stages (160 KB); 256: 64-key tiles, 2
+// stages (192 KB).
+template <typename T>
+void launch_for_head(HopperArgs& a) {
+  switch (a.g.d) {
+    case 64: return launch_hopper<T, HopperShape<64, 128, 3>>(a);
+    case 128: return launch_hopper<T, HopperShape<128, 128, 2>>(a);
+    case 256: return launch_hopper<T, HopperShape<256, 64, 2>>(a);
+    default: break;
+  }
+  throw std::invalid_argument("[attention_hopper] head size " + std::to_string(a.g.d) + " is not covered.");
+}
+
+} // namespace
+
+bool attention_hopper_covers(Dtype dtype, const attention::Geometry& g) {
+  if (dtype != float16 && dtype != bfloat16) return false;
+  if (g.d != g.dv || (g.d != 64 && g.d != 128 && g.d != 256)) return false;
+  if (g.has_mask || g.lk == 0 || (g.causal && g.lq > g.lk)) return false;
+  if (g.lq >= (int64_t(1) << 30) || g.lk >= (int64_t(1) << 30) || g.b >= (int64_t(1) << 31) || g.hq >= (int64_t(1) << 31)) {
+    return false;
+  }
+  // The TMA steps along b, h and l: positive strides of whole 16-byte vectors.
+  const int64_t qn[3] = {g.b, g.hq, g.lq}, kn[3] = {g.b, g.hkv, g.lk};
+  for (int i = 0; i < 3; ++i) {
+    if (qn[i] > 1 && (g.q_stride[i] <= 0 || g.q_stride[i] % 8 != 0)) return false;
+    if (kn[i] > 1 && (g.k_stride[i] <= 0 || g.k_stride[i] % 8 != 0)) return false;
+    if (kn[i] > 1 && (g.v_stride[i] <= 0 || g.v_stride[i] % 8 != 0)) return false;
+  }
+  return true;
+}
+
+void attention_hopper(Dtype dtype, const attention::Geometry& g, const AttentionBuffers& buf) {
+  // Other devices and builds, and calls outside the coverage, take the mma.sync kernel.
+  const bool aligned = is_aligned(buf.q, 16) && is_aligned(buf.k, 16) && is_aligned(buf.v, 16);
+  if (!wgmma_usable() || !aligned || !attention_hopper_covers(dtype, g)) return attention_tiled(dtype, g, buf);
+  if (g.b * g.hq * g.lq == 0) return;
+  HopperArgs a;
+  a.buf = buf;
+  a.g = g;
+  a.scale_log2 = g.scale * kLog2e;
+  if (dtype == float16) return launch_for_head<__half>(a);
+  launch_for_head<__nv_bfloat16>(a);
+}
+
+} // namespace nuvec::cu
