@@ -84,20 +84,27 @@ struct PagedCase {
   }
 };
 
-// One PagedAttention node on the GPU against the fallback in float64 on the CPU.
-void check_paged_attention(const PagedCase& c, const array& lengths) {
-  SCOPED_TRACE(c.name() + " lengths " + std::to_string(to_vector(lengths).front()) + "...");
+// One PagedAttention node on the GPU against the fallback in float64 on the CPU (with a
+// window when window > 0, and random sinks when `sinks`).
+void check_paged_attention(const PagedCase& c, const array& lengths, int window = 0, bool sinks = false) {
+  SCOPED_TRACE(c.name() + " lengths " + std::to_string(to_vector(lengths).front()) + "... window " +
+               std::to_string(window) + (sinks ? " sinks" : ""));
   const int hq = c.hkv * c.group;
   array q = on_cpu(astype(randn({c.b, hq, c.l, c.d}), c.dt));
   array kc = on_cpu(astype(randn({c.blocks, c.hkv, c.bs, c.d}), c.dt));
   array vc = on_cpu(astype(randn({c.blocks, c.hkv, c.bs, c.d}), c.dt));
   array tables = random_tables(c.b, c.max_blocks, c.blocks);
-  const std::vector<array> in{q, kc, vc, tables, lengths};
-  array out(q.shape(), c.dt, std::make_shared<PagedAttention>(default_stream(Device::gpu), c.scale), in);
+  std::vector<array> in{q, kc, vc, tables, lengths};
+  std::vector<array> in64{astype(q, float64, kCpu), astype(kc, float64, kCpu), astype(vc, float64, kCpu), tables, lengths};
+  if (sinks) {
+    array sk = on_cpu(astype(multiply(randn({hq}), array(2.0f)), c.dt));
+    in.push_back(sk);
+    in64.push_back(astype(sk, float64, kCpu));
+  }
+  array out(q.shape(), c.dt, std::make_shared<PagedAttention>(default_stream(Device::gpu), c.scale, window, sinks), in);
   eval(out);
-  auto ref_prim = std::make_shared<PagedAttention>(default_stream(kCpu), c.scale);
-  array ref = ref_prim->fallback()(
-      {astype(q, float64, kCpu), astype(kc, float64, kCpu), astype(vc, float64, kCpu), tables, lengths})[0];
+  auto ref_prim = std::make_shared<PagedAttention>(default_stream(kCpu), c.scale, window, sinks);
+  array ref = ref_prim->fallback()(in64)[0];
   const double tol = tol_of(c.dt);
   expect_allclose(out, ref, tol, tol);
 }
@@ -120,6 +127,34 @@ TEST(FastPagedAttention, KernelMatchesTheFloat64Fallback) {
         }
       }
     }
+  }
+}
+
+// gpt-oss's options on the tensor-core decode kernel (float16, bfloat16; at most 16 query rows
+// a key head): windows of 1, 3 and 40 positions, with and without sinks, and sinks alone; the
+// lengths of lengths_for (rows that see nothing: 0 with sinks, uniform without), one and two
+// queries, the three head sizes; and long contexts that take the two-pass split.
+TEST(FastPagedAttention, SinksAndWindowsKernelMatchesTheFloat64Fallback) {
+  NUVEC_REQUIRE_GPU();
+  for (Dtype dt : {float16, bfloat16}) {
+    for (const PagedCase& c : {PagedCase{.dt = dt, .b = 4, .hkv = 2, .group = 4, .l = 1, .d = 64, .bs = 16, .blocks = 20, .max_blocks = 4},
+                               PagedCase{.dt = dt, .b = 5, .hkv = 2, .group = 8, .l = 2, .d = 128, .bs = 16, .blocks = 30, .max_blocks = 6},
+                               PagedCase{.dt = dt, .b = 3, .hkv = 1, .group = 8, .l = 1, .d = 256, .bs = 32, .blocks = 12, .max_blocks = 3},
+                               PagedCase{.dt = dt, .b = 2, .hkv = 2, .group = 8, .l = 1, .d = 64, .bs = 1, .blocks = 150, .max_blocks = 45}}) {
+      for (int window : {0, 1, 3, 40}) {
+        for (bool sinks : {false, true}) {
+          if (window == 0 && !sinks) continue;
+          check_paged_attention(c, lengths_for(c.b, c.l, c.max_blocks * c.bs), window, sinks);
+        }
+      }
+    }
+  }
+  // Two passes: 2400 positions of one or three sequences (few blocks: the split route).
+  const PagedCase c{.dt = bfloat16, .b = 3, .hkv = 2, .group = 8, .l = 1, .d = 128, .bs = 16, .blocks = 400, .max_blocks = 150};
+  for (int window : {0, 128, 1000}) {
+    std::vector<int> lens{2400, 1777, 0};
+    check_paged_attention(c, on_cpu(array(lens.begin(), {3}, int32)), window, true);
+    if (window > 0) check_paged_attention(c, on_cpu(array(lens.begin(), {3}, int32)), window, false);
   }
 }
 

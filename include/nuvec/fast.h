@@ -276,7 +276,11 @@ array paged_attention(
 /// with e − window <= p < e for its end e = lengths[b] − L + 1 + l, as a "causal" window of
 /// scaled_dot_product_attention). Either may be absent. Throws as paged_attention, and
 /// std::invalid_argument naming paged_attention for sinks not [Hq] floating or a window
-/// below 1. No kernel takes them: the fallback graph runs (the listed blocks gathered, then
+/// below 1. A row that sees nothing gives 0 with sinks (the sink takes all the mass), else
+/// attends uniformly, as without them. Kernel: on the GPU, float16 and bfloat16 decode (at
+/// most 16 query rows per key head, e.g. the serving engine's one-token rows) runs the
+/// tensor-core decode kernel with the window and sinks in its key loop and epilogue; other
+/// calls run the fallback graph (the listed blocks gathered, then
 /// scaled_dot_product_attention with the mask and the sinks). nuvec's own.
 array paged_attention(
     const array& q,

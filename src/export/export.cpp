@@ -31,7 +31,9 @@ namespace {
 constexpr char kMagic[8] = {'N', 'U', 'V', 'E', 'C', 'F', 'N', '\0'};
 // 2: NormRope's parameters gained `offsets` (its array-offset form); a version-1 file's
 // NormRope node would be read one field short, so version 1 is refused by name.
-constexpr uint32_t kFormatVersion = 2;
+// 3: PagedAttention's parameters gained `window` and `has_sinks` (gpt-oss's options on the
+// decode kernel); version 2 is refused likewise.
+constexpr uint32_t kFormatVersion = 3;
 
 using FlatFn = std::function<std::vector<array>(const Args&, const Kwargs&)>;
 

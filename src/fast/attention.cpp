@@ -656,15 +656,24 @@ array paged_attention(
   std::vector<array> in{
       q, astype(k_cache, dt, stream), astype(v_cache, dt, stream), fast::detail::saturate_to_int32(block_tables, stream),
       fast::detail::saturate_to_int32(lengths, stream)};
-  if (sinks || window) {
-    // No kernel takes sinks or a window: the graph itself.
-    return paged_attention_graph(in, scale, sinks ? std::optional<array>(astype(*sinks, dt, stream)) : std::nullopt,
-                                 window, stream);
-  }
-  auto prim = std::make_shared<PagedAttention>(stream, scale);
   const bool covers = on_gpu(stream) && (dt == float16 || dt == bfloat16 || dt == float32) &&
       (d == 64 || d == 128 || d == 256) && power_of_two(k_cache.shape(2)) &&
       k_cache.size() < std::numeric_limits<uint32_t>::max() && q.size() > 0;
+  if (sinks || window) {
+    // Sinks and windows are in the tensor-core decode kernel only (float16 / bfloat16, at most
+    // kPagedDecodeRows query rows a key head, as the serving engine's one-token rows are);
+    // elsewhere the graph itself.
+    const int64_t cap = int64_t(block_tables.shape(1)) * k_cache.shape(2);
+    const bool decode = covers && dt != float32 && int64_t(hq / hkv) * q.shape(2) <= kPagedDecodeRows &&
+        cap <= (int64_t(1) << 30);
+    std::optional<array> sk;
+    if (sinks) sk = astype(*sinks, dt, stream);
+    if (!decode) return paged_attention_graph(in, scale, sk, window, stream);
+    if (sk) in.push_back(*sk);
+    auto prim = std::make_shared<PagedAttention>(stream, scale, window.value_or(0), sk.has_value());
+    return record_or_fallback(true, prim, {q.shape()}, {dt}, in)[0];
+  }
+  auto prim = std::make_shared<PagedAttention>(stream, scale);
   return record_or_fallback(covers, prim, {q.shape()}, {dt}, in)[0];
 }
 
@@ -702,13 +711,18 @@ array paged_write(const array& cache, const array& values, const array& slots, S
 
 // ---- PagedAttention, PagedWrite ----------------------------------------------------------
 
-PagedAttention::PagedAttention(Stream stream, float scale)
+PagedAttention::PagedAttention(Stream stream, float scale, int window, bool has_sinks)
     : FastPrimitive(
           stream,
-          [stream, scale](const std::vector<array>& in) {
-            return std::vector<array>{fast::paged_attention_graph(in, scale, std::nullopt, std::nullopt, stream)};
+          [stream, scale, window, has_sinks](const std::vector<array>& in) {
+            const std::vector<array> base(in.begin(), in.begin() + 5);
+            return std::vector<array>{fast::paged_attention_graph(
+                base, scale, has_sinks ? std::optional<array>(in[5]) : std::nullopt,
+                window > 0 ? std::optional<int>(window) : std::nullopt, stream)};
           }),
-      scale_(scale) {}
+      scale_(scale),
+      window_(window),
+      has_sinks_(has_sinks) {}
 
 const char* PagedAttention::name() const {
   return "PagedAttention";
@@ -720,7 +734,7 @@ std::vector<Shape> PagedAttention::output_shapes(const std::vector<array>& in) {
 
 bool PagedAttention::is_equivalent(const Primitive& other) const {
   auto* o = same_type<PagedAttention>(other);
-  return o && o->scale_ == scale_;
+  return o && o->scale_ == scale_ && o->window_ == window_ && o->has_sinks_ == has_sinks_;
 }
 
 PagedWrite::PagedWrite(Stream stream)

@@ -60,6 +60,11 @@ attention::Geometry attention_geometry(const std::vector<array>& inputs, const A
 /// The dtype of the lse output: float64 for float64 attention, float32 otherwise.
 Dtype attention_lse_dtype(Dtype dt);
 
+/// Query rows per key head ((Hq / Hkv) · L) up to which PagedAttention's tensor-core decode
+/// kernel takes a call (src/backend/cuda/fast/attention_decode.h). Calls with sinks or a
+/// window record a PagedAttention node only within it; the op's graph serves the rest.
+inline constexpr int64_t kPagedDecodeRows = 16;
+
 } // namespace fast
 
 /// Fused scaled dot-product attention: inputs {q [B, Hq, Lq, D], k [B, Hkv, Lk, D],
@@ -85,7 +90,8 @@ class ScaledDotProductAttention : public fast::FastPrimitive {
   ScaledDotProductAttention(Stream stream, float scale, bool causal, int window, bool has_mask, bool has_sinks, int passes, int key_blocks)
       : ScaledDotProductAttention(stream, fast::AttentionParams{scale, causal, window, has_mask, has_sinks, passes, key_blocks}) {}
   const fast::AttentionParams& params() const { return params_; }
-  /// The parameters, in constructor order (MLX's state(); read by export).
+  /// The parameters, in constructor order (MLX's state(); read by export). `hopper` is left
+  /// out: an imported graph runs the mma.sync kernel, which every CUDA device has.
   std::tuple<float, bool, int, bool, bool, int, int> state() const {
     return {params_.scale, params_.causal, params_.window, params_.has_mask, params_.has_sinks, params_.passes, params_.key_blocks};
   }
@@ -126,26 +132,33 @@ class ScaledDotProductAttentionVjp : public fast::FastPrimitive {
 };
 
 /// Attention over a paged KV cache: inputs {q [B, Hq, L, D], k_cache and v_cache
-/// [blocks, Hkv, block_size, D], block_tables [B, max_blocks] int32, lengths [B] int32};
-/// output [B, Hq, L, D] in q's dtype. Sequence b's position p lives in block
-/// block_tables[b, p / block_size] (clamped to [0, blocks)), slot p % block_size; query l
-/// sees positions p < lengths[b] − L + 1 + l (lengths clamped to [0, max_blocks ·
-/// block_size]). CUDA kernels for D 64/128/256 and power-of-two block sizes: float16 and
-/// bfloat16 decode (at most 16 query rows per key head) on the contiguous decode kernel's
-/// tensor-core body with paged row addressing (attention_vector.cu, through
-/// attention_decode.h), the rest (float32, prefill) on src/backend/cuda/fast/
-/// paged_attention.cu; the fallback (gather, then masked attention) elsewhere.
+/// [blocks, Hkv, block_size, D], block_tables [B, max_blocks] int32, lengths [B] int32[,
+/// sinks [Hq] in q's dtype]}; output [B, Hq, L, D] in q's dtype. Sequence b's position p lives
+/// in block block_tables[b, p / block_size] (clamped to [0, blocks)), slot p % block_size;
+/// query l sees positions p < e = lengths[b] − L + 1 + l (lengths clamped to [0, max_blocks ·
+/// block_size]), and with a window (> 0) only those with p >= e − window; the sinks join each
+/// row's softmax (fast::paged_attention). CUDA kernels for D 64/128/256 and power-of-two block
+/// sizes: float16 and bfloat16 decode (at most kPagedDecodeRows query rows per key head) on
+/// the contiguous decode kernel's tensor-core body with paged row addressing
+/// (attention_vector.cu, through attention_decode.h), the rest (float32, prefill) on
+/// src/backend/cuda/fast/paged_attention.cu; the fallback (gather, then masked attention)
+/// elsewhere. Nodes with a window or sinks are recorded only where the decode kernel covers
+/// them.
 class PagedAttention : public fast::FastPrimitive {
  public:
-  PagedAttention(Stream stream, float scale);
+  explicit PagedAttention(Stream stream, float scale, int window = 0, bool has_sinks = false);
   float scale() const { return scale_; }
-  /// The parameter (MLX's state(); read by export).
-  float state() const { return scale_; }
+  int window() const { return window_; }
+  bool has_sinks() const { return has_sinks_; }
+  /// The parameters, in constructor order (MLX's state(); read by export).
+  std::tuple<float, int, bool> state() const { return {scale_, window_, has_sinks_}; }
 
   NUVEC_FAST_PRIMITIVE()
 
  private:
   float scale_;
+  int window_;
+  bool has_sinks_;
 };
 
 /// Writes new rows into a paged cache: inputs {cache [blocks, Hkv, block_size, D], values

@@ -63,14 +63,18 @@ void attention_backward(Dtype dtype, const attention::Geometry& g, const Attenti
 
 /// Paged attention (paged_attention.cu): q [B, Hq, L, D] row-contiguous, caches
 /// [blocks, Hkv, block_size, D] row-contiguous, tables [B, max_blocks] and lengths [B]
-/// int32; out [B, Hq, L, D]. D 64/128/256, block_size a power of two.
+/// int32; out [B, Hq, L, D]; sinks [Hq] in the dtype or null. D 64/128/256, block_size a
+/// power of two. With a window or sinks only the tensor-core decode kernel runs
+/// (paged_attention_tc: float16 / bfloat16, (Hq / Hkv) · L <= kPagedRows); other calls with
+/// them throw std::invalid_argument (the op routes those to its graph).
 struct PagedGeometry {
   int64_t b = 0, hq = 0, hkv = 0, l = 0, d = 0;
   int64_t blocks = 0, block_size = 0, max_blocks = 0;
   float scale = 1.0f;
+  int window = 0; // 0: none; else query l sees positions [e − window, e) of its end e
 };
 void paged_attention(Dtype dtype, const PagedGeometry& g, const void* q, const void* k_cache, const void* v_cache,
-                     const int32_t* tables, const int32_t* lengths, void* out);
+                     const int32_t* tables, const int32_t* lengths, const void* sinks, void* out);
 
 /// paged_write's scatter (paged_attention.cu): out already holds a copy of the cache; rows
 /// values [n, Hkv, D] go to slots[n] (out-of-range slots skipped). Any dtype (by itemsize).

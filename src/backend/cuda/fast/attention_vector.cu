@@ -173,10 +173,12 @@ __device__ __forceinline__ void block_keys(const VectorArgs& a, int64_t b, int k
   int64_t lo = 0, hi = g.lk;
   if (a.tables) { // paged: up to the last query's end (every position when a query sees nothing)
     // Query 0 sees the fewest; when it sees some, every query does and the last ends at len.
+    // Under a window query 0's starts first (the later ones start later).
     const int len = paged_length(a, b);
     bool uniform;
-    paged_end(a, len, 0, uniform);
+    const int e0 = paged_end(a, len, 0, uniform);
     hi = uniform ? g.lk : len;
+    if (!uniform && g.window > 0 && e0 - g.window > 0) lo = e0 - g.window;
   } else if (g.causal) {
     int64_t f, e;
     g.key_range(0, lo, e);
@@ -916,8 +918,15 @@ __device__ __forceinline__ void warp_pass(
       if constexpr (K == Keys::kPaged) {
         if (valid) {
           const int en = paged_end(a, plen, i, uni[nt][e]);
-          rlo[nt][e] = kstart;
-          rhi[nt][e] = en < kend ? en : kend;
+          // A window starts the row at its end − window; a row that sees nothing under sinks
+          // sees nothing here too (the sink takes all its mass: out 0), where without sinks
+          // it attends uniformly (score 0 at every position).
+          int lo = kstart;
+          if (!uni[nt][e] && g.window > 0 && en - g.window > lo) lo = en - g.window;
+          const bool none = uni[nt][e] && g.has_sinks;
+          if (none) uni[nt][e] = false;
+          rlo[nt][e] = lo;
+          rhi[nt][e] = none ? lo : (en < kend ? en : kend);
         }
       }
       if constexpr (K == Keys::kCausal) {
@@ -1303,6 +1312,7 @@ bool paged_attention_tc(
     const void* v_cache,
     const int32_t* tables,
     const int32_t* lengths,
+    const void* sinks,
     void* out) {
   const int64_t rows = pg.hq / pg.hkv * pg.l;
   const int64_t cap = pg.max_blocks * pg.block_size;
@@ -1321,6 +1331,8 @@ bool paged_attention_tc(
   g.q_stride[1] = pg.l * pg.d;
   g.q_stride[2] = pg.d;
   g.scale = pg.scale;
+  g.window = pg.window; // the paged rule's window (g.causal stays false: Keys::kPaged)
+  g.has_sinks = sinks != nullptr;
   fast::RouteKey key;
   key.b = pg.b;
   key.hkv = pg.hkv;
@@ -1332,6 +1344,7 @@ bool paged_attention_tc(
   a.buf.q = q;
   a.buf.k = k_cache;
   a.buf.v = v_cache;
+  a.buf.sinks = sinks;
   a.buf.out = out; // no lse: PagedAttention has none
   a.key_blocks = key_blocks;
   a.rows = static_cast<int>(rows);

@@ -633,6 +633,7 @@ void paged_attention(
     const void* v_cache,
     const int32_t* tables,
     const int32_t* lengths,
+    const void* sinks,
     void* out) {
   const int64_t total_rows = g.b * g.hq * g.l;
   if (total_rows == 0 || g.d == 0) return;
@@ -655,7 +656,12 @@ void paged_attention(
   // Decode in float16 / bfloat16 (at most kPagedRows query rows a key head): the tensor-core
   // decode kernel with the paged key policy (attention_vector.cu); the rest (float32, prefill,
   // and anything it declines) runs paged_attention_kernel below.
-  if (paged_attention_tc(dtype, g, q, k_cache, v_cache, tables, lengths, out)) return;
+  if (paged_attention_tc(dtype, g, q, k_cache, v_cache, tables, lengths, sinks, out)) return;
+  if (sinks != nullptr || g.window > 0) {
+    throw std::invalid_argument(
+        "[paged_attention] sinks and windows run on the tensor-core decode kernel only (float16 or bfloat16, at most " +
+        std::to_string(kPagedRows) + " query rows a key head); got " + std::to_string(g.hq / g.hkv * g.l) + " rows.");
+  }
   PagedParams p{};
   p.q = q;
   p.k = k_cache;
@@ -744,7 +750,7 @@ void paged_write(
 } // namespace cu
 
 /// PagedAttention on the GPU: inputs made row-contiguous (and 16-byte aligned), then
-/// cu::paged_attention.
+/// cu::paged_attention (with the node's window and sinks).
 void PagedAttention::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   const array q = aligned_rows(inputs[0]), k = aligned_rows(inputs[1]), v = aligned_rows(inputs[2]);
   const array tables = cu::as_row_contiguous(inputs[3]), lengths = cu::as_row_contiguous(inputs[4]);
@@ -763,9 +769,15 @@ void PagedAttention::eval_gpu(const std::vector<array>& inputs, std::vector<arra
   g.block_size = k.shape(2);
   g.max_blocks = tables.shape(1);
   g.scale = scale_;
+  g.window = window_;
+  std::optional<array> sinks;
+  if (has_sinks_) {
+    sinks = cu::as_row_contiguous(inputs[5]);
+    if (sinks->dtype() != q.dtype()) throw std::invalid_argument("[paged_attention] the kernel takes sinks of q's dtype.");
+  }
   cu::paged_attention(
       q.dtype(), g, cu::device_ptr(q), cu::device_ptr(k), cu::device_ptr(v), cu::device_ptr<int32_t>(tables),
-      cu::device_ptr<int32_t>(lengths), out);
+      cu::device_ptr<int32_t>(lengths), sinks ? cu::device_ptr(*sinks) : nullptr, out);
 }
 
 /// PagedWrite on the GPU: the cache copied into the output (copy_elements), then
