@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU checks still owed by code written without a device (sessions 13 and 14), for one
+# device call each (the device tool runs a command for at most 10 minutes; the build stays on
+# a warm machine between calls):
+#   scripts/device/pending_checks.sh build    configure and build what the checks need
+#   scripts/device/pending_checks.sh tests    the kernels' and the engine's GPU tests
+#   scripts/device/pending_checks.sh bench    issue 15's attention table, issue 18's hybrid serving
+# What each part verifies:
+#  - fast_attention_hopper_test: the Hopper attention forward (attention_hopper.cu) against the
+#    float64 graph; compute-sanitizer memcheck and racecheck on one small case;
+#  - fast_paged_attention_test: paged_attention's sinks and windows on the decode kernel;
+#  - fast_gated_delta_test: gated_delta_slots updating its pool in place;
+#  - lm_engine_test, lm_serve_test: the hybrid (Qwen3-Next) and GPT-OSS engines on the GPU;
+#  - fast_attention_tiled_test, fast_attention_backward_test: the routes beside them unchanged.
+# Then, when they pass: NUVEC_ATTENTION_HOPPER on by default (src/fast/attention_plan.cpp)
+# and the hybrid/GPT-OSS gate in src/lm/generate.cpp lifted.
+# Needs .devdeps (scripts/device/make_deps.sh here first; carry .devdeps). Logs: $OUT/logs.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/device/env.sh
+part=${1:?usage: scripts/device/pending_checks.sh build|tests|bench}
+case "$part" in
+  build)
+    t0=$(date +%s)
+    build fast_attention_hopper_test fast_attention_tiled_test fast_attention_backward_test fast_paged_attention_test \
+      fast_gated_delta_test lm_engine_test lm_serve_test nuvec-gpu-timings nuvec-lm-serve-timings
+    echo "build: $(($(date +%s) - t0)) s"
+    ;;
+  tests)
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+    for t in fast_attention_hopper_test fast_paged_attention_test fast_gated_delta_test fast_attention_tiled_test \
+      fast_attention_backward_test; do
+      gtest "$t"
+    done
+    GT_TIMEOUT=300 gtest lm_engine_test
+    GT_TIMEOUT=200 gtest lm_serve_test
+    for tool in memcheck racecheck; do
+      timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/fast_attention_hopper_test \
+        --gtest_brief=1 --gtest_filter='FastAttentionHopper.Deterministic' >"$L/sanitizer_$tool.log" 2>&1
+      echo "compute-sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY' "$L/sanitizer_$tool.log" | head -1)"
+    done
+    grep -h "TFLOP\|compute capability" "$L/fast_attention_hopper_test.log"
+    ;;
+  bench)
+    for hopper in 0 1; do
+      NUVEC_ATTENTION_HOPPER=$hopper timeout 240 python3 bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings \
+        --only attention >"$L/attention_hopper$hopper.txt" 2>&1
+      echo "== attention, NUVEC_ATTENTION_HOPPER=$hopper rc=$?"
+      grep -E "sdpa_prefill|paged" "$L/attention_hopper$hopper.txt"
+    done
+    timeout 200 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l --concurrency 1,8,64,256 --prompt 512 --output 256 \
+      >"$L/hybrid_serve.jsonl" 2>"$L/hybrid_serve.log"
+    echo "hybrid serve rc=$?"
+    cat "$L/hybrid_serve.jsonl"
+    ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac
+pack
