@@ -85,9 +85,12 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-/// Barrier `id` (1 .. 15; 0 is __syncthreads) over `threads` threads (a multiple of 32).
-__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+/// Named barrier ID (1 .. 15; 0 is __syncthreads) over THREADS threads (a multiple of 32).
+/// Immediate operands, so that ptxas reserves only the barriers a kernel names.
+template <int ID, int THREADS>
+__device__ __forceinline__ void bar_sync() {
+  static_assert(ID >= 1 && ID <= 15 && THREADS % 32 == 0, "a named barrier and whole warps");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
 #endif

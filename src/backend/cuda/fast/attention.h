@@ -40,8 +40,9 @@ bool attention_hopper_covers(Dtype dtype, const attention::Geometry& g);
 
 /// The warp-specialised flash-attention forward for sm_90a (attention_hopper.cu: TMA copies,
 /// a producer and two consumer warpgroups, wgmma for Q Kᵀ and P V), writing what
-/// attention_tiled writes. Calls it does not cover (attention_hopper_covers, q, k and v
-/// 16-byte aligned), other devices and builds without sm_90a code run attention_tiled.
+/// attention_tiled writes. Calls it does not cover (attention_hopper_covers; q, k, v and out
+/// 16-byte aligned; tensor maps the driver accepts), other devices and builds without sm_90a
+/// code run attention_tiled.
 void attention_hopper(Dtype dtype, const attention::Geometry& g, const AttentionBuffers& buf);
 
 /// Pointers of the backward (attention_backward.cu): the forward's plus out, lse, dout

@@ -54,8 +54,14 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kHopperThreads = 384;  // a producer and two consumer warpgroups
 constexpr int kConsumerWarps = 8;    // the arrivals an "empty" barrier waits for
-constexpr int kProducerRegs = 40;    // setmaxnreg: 128 · 40 + 256 · 232 <= 65536
+constexpr int kProducerRegs = 40;    // setmaxnreg targets (see the static_assert)
 constexpr int kConsumerRegs = 232;
+// setmaxnreg.inc waits until the block's pool holds the registers it asks for, and the pool is
+// what the block got at launch (65536 / 384 = 170, allocated in multiples of 8: 168 a thread)
+// plus what .dec returns: a larger total would stall every block for ever.
+constexpr int kLaunchRegs = (65536 / kHopperThreads) / 8 * 8;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kHopperThreads * kLaunchRegs,
+              "the warpgroups' register counts exceed the block's launch allocation");
 
 /// What one launch reads: the three tensor maps (q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D],
 /// each as a 4-d tensor D, L, H, B with a box of 64 columns x the tile's rows), the call's
@@ -90,6 +96,14 @@ struct HopperShape {
   static constexpr size_t bytes = end + 1024; // room to align the base up to 1024
   static_assert(D % 64 == 0 && (kBc == 64 || kBc == 128), "64-column panels, wgmma N of 64 or 128");
 };
+
+#if defined(NUVEC_WGMMA_AVAILABLE)
+/// The 128-thread barrier of consumer warpgroup c (0 or 1: named barriers 1 and 2).
+__device__ __forceinline__ void consumer_bar_sync(int c) {
+  if (c == 0) bar_sync<1, 128>();
+  else bar_sync<2, 128>();
+}
+#endif
 
 template <typename T, typename S>
 __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(const __grid_constant__ HopperArgs a) {
@@ -185,6 +199,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const uint32_t q_rows = sb + S::q + c * 64 * 128; // the warpgroup's rows of panel 0
     if (tiles > 0) mbar_wait(bar_q, 0);
+    __syncwarp(); // the wgmma below are .aligned: the warp reconverged after its spin
 
     for (int i = 0; i < tiles; ++i) {
       const int s = i % kStages;
@@ -196,6 +211,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
       // sc[4j + 2hf + e]: row my_row + 8hf, key n0 + 8j + 2tq + e.
       float sc[kBc / 2];
       mbar_wait(k_full(s), parity);
+      __syncwarp();
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -272,6 +288,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
       // O += P V: B the value tile, MN-major (rows = keys = K, columns = head dims = N); the
       // chunk ch of kON columns starts at panel ch · kON / 64.
       mbar_wait(v_full(s), parity);
+      __syncwarp();
 #pragma unroll
       for (int ch = 0; ch < S::kOChunks; ++ch) fence_regs(o[ch]);
       fence_regs(pa);
@@ -315,7 +332,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
     // O through the warpgroup's own rows of the query tile (no wgmma reads them any more once
     // every warp of the warpgroup is past its last S product), then 16-byte stores of whole
     // rows.
-    named_barrier_sync(1 + c, 128);
+    consumer_bar_sync(c);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int r = 64 * c + 16 * warp + gr + 8 * hf; // row in the tile
@@ -329,7 +346,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
         }
       }
     }
-    named_barrier_sync(1 + c, 128);
+    consumer_bar_sync(c);
     T* out = static_cast<T*>(a.buf.out) + (bh * g.lq + row0) * D;
     constexpr int kChunks = D / 8;
 #pragma unroll
@@ -365,11 +382,12 @@ EncodeTiled encode_tiled() {
 }
 
 /// The tensor map of a [B, H, L, D] operand (element strides b, h, l; the last axis
-/// contiguous) read in boxes of 64 columns x `rows` rows with the 128-byte swizzle. An axis
-/// of size 1 is never stepped along: its stride is replaced by the contiguous one (the
-/// encoder wants multiples of 16 bytes).
-CUtensorMap tile_map(Dtype dtype, const void* ptr, int64_t bsz, int64_t hsz, int64_t lsz, int64_t d,
-                     const int64_t (&stride)[3], int rows) {
+/// contiguous) read in boxes of 64 columns x `rows` rows with the 128-byte swizzle, into
+/// *map. An axis of size 1 is never stepped along: its stride is replaced by the contiguous
+/// one (the encoder wants multiples of 16 bytes). False when the encoder refuses the tensor
+/// (a stride of 2^40 bytes or more, say): the caller runs the mma.sync kernel instead.
+bool tile_map(CUtensorMap* map, Dtype dtype, const void* ptr, int64_t bsz, int64_t hsz, int64_t lsz, int64_t d,
+              const int64_t (&stride)[3], int rows) {
   const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(lsz), cuuint64_t(hsz), cuuint64_t(bsz)};
   const int64_t sizes[3] = {lsz, hsz, bsz}, elem[3] = {stride[2], stride[1], stride[0]};
   cuuint64_t strides[3];
@@ -379,19 +397,16 @@ CUtensorMap tile_map(Dtype dtype, const void* ptr, int64_t bsz, int64_t hsz, int
     contiguous = int64_t(strides[i]) * sizes[i];
   }
   const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1}, unit[4] = {1, 1, 1, 1};
-  CUtensorMap map;
   const CUresult r = encode_tiled()(
-      &map, dtype == float16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(ptr),
+      map, dtype == float16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(ptr),
       dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("[attention_hopper] cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ").");
-  }
-  return map;
+  return r == CUDA_SUCCESS;
 }
 
+/// Launches the kernel of shape S; false (nothing launched) when a tensor map cannot be made.
 template <typename T, typename S>
-void launch_hopper(HopperArgs& a) {
+bool launch_hopper(HopperArgs& a) {
   auto kernel = attention_hopper_kernel<T, S>;
   static const bool raised = [&] {
     NUVEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::bytes)));
@@ -400,9 +415,11 @@ void launch_hopper(HopperArgs& a) {
   (void)raised;
   const attention::Geometry& g = a.g;
   const Dtype dt = std::is_same_v<T, __half> ? float16 : bfloat16;
-  a.q_map = tile_map(dt, a.buf.q, g.b, g.hq, g.lq, g.d, g.q_stride, S::kBr);
-  a.k_map = tile_map(dt, a.buf.k, g.b, g.hkv, g.lk, g.d, g.k_stride, S::kBc);
-  a.v_map = tile_map(dt, a.buf.v, g.b, g.hkv, g.lk, g.dv, g.v_stride, S::kBc);
+  if (!tile_map(&a.q_map, dt, a.buf.q, g.b, g.hq, g.lq, g.d, g.q_stride, S::kBr) ||
+      !tile_map(&a.k_map, dt, a.buf.k, g.b, g.hkv, g.lk, g.d, g.k_stride, S::kBc) ||
+      !tile_map(&a.v_map, dt, a.buf.v, g.b, g.hkv, g.lk, g.dv, g.v_stride, S::kBc)) {
+    return false;
+  }
   a.q_tiles = ceil_div(g.lq, S::kBr);
   const int64_t blocks = a.q_tiles * g.b * g.hq;
   constexpr int64_t kMaxBlocks = 0x7fffffff;
@@ -412,6 +429,7 @@ void launch_hopper(HopperArgs& a) {
     kernel<<<static_cast<unsigned>(n), kHopperThreads, S::bytes, stream()>>>(a);
     check_launch("attention_hopper_kernel");
   }
+  return true;
 }
 
 // The kernel shape of each head size (FlashAttention-3's tiles for D 64 and 128; for 256 a
@@ -419,7 +437,7 @@ void launch_hopper(HopperArgs& a) {
 // tiles, 3 stages (112 KB); 128: 128-key tiles, 2 stages (160 KB); 256: 64-key tiles, 2
 // stages (192 KB).
 template <typename T>
-void launch_for_head(HopperArgs& a) {
+bool launch_for_head(HopperArgs& a) {
   switch (a.g.d) {
     case 64: return launch_hopper<T, HopperShape<64, 128, 3>>(a);
     case 128: return launch_hopper<T, HopperShape<128, 128, 2>>(a);
@@ -450,15 +468,17 @@ bool attention_hopper_covers(Dtype dtype, const attention::Geometry& g) {
 
 void attention_hopper(Dtype dtype, const attention::Geometry& g, const AttentionBuffers& buf) {
   // Other devices and builds, and calls outside the coverage, take the mma.sync kernel.
-  const bool aligned = is_aligned(buf.q, 16) && is_aligned(buf.k, 16) && is_aligned(buf.v, 16);
+  // (The epilogue's 16-byte stores need out aligned too; alloc_output's buffers are.)
+  const bool aligned =
+      is_aligned(buf.q, 16) && is_aligned(buf.k, 16) && is_aligned(buf.v, 16) && is_aligned(buf.out, 16);
   if (!wgmma_usable() || !aligned || !attention_hopper_covers(dtype, g)) return attention_tiled(dtype, g, buf);
   if (g.b * g.hq * g.lq == 0) return;
   HopperArgs a;
   a.buf = buf;
   a.g = g;
   a.scale_log2 = g.scale * kLog2e;
-  if (dtype == float16) return launch_for_head<__half>(a);
-  launch_for_head<__nv_bfloat16>(a);
+  const bool launched = dtype == float16 ? launch_for_head<__half>(a) : launch_for_head<__nv_bfloat16>(a);
+  if (!launched) attention_tiled(dtype, g, buf);
 }
 
 } // namespace nuvec::cu
