@@ -38,9 +38,18 @@ fast::AttentionParams hopper_params(const Case& c) {
   return p;
 }
 
+// Both schedules of the kernel's key loop (HopperConsumer::run_plain and run_pipelined, chosen
+// per call by NUVEC_ATTENTION_HOPPER_PIPELINE).
+const char* const kSchedules[] = {"0", "1"};
+
 void check(const Case& c, Dtype dt) {
-  SCOPED_TRACE(c.name(dt));
-  check_kernel(c, dt, make_inputs(c, dt), hopper_params(c), kGpu, tol_of(dt), 2e-5);
+  const Inputs in = make_inputs(c, dt);
+  for (const char* pipeline : kSchedules) {
+    SCOPED_TRACE(c.name(dt) + " pipeline " + pipeline);
+    setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline, 1);
+    check_kernel(c, dt, in, hopper_params(c), kGpu, tol_of(dt), 2e-5);
+  }
+  unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
 }
 
 bool on_hopper() {
@@ -159,10 +168,15 @@ TEST(FastAttentionHopper, Deterministic) {
   for (int d : {64, 128, 256}) {
     const Case c{2, 8, 2, 333, 1517, d, d, true, 0, Mask::none, true};
     const Inputs in = make_inputs(c, bfloat16);
-    const Outputs a = record_attention(in, hopper_params(c), kGpu);
-    const Outputs b = record_attention(in, hopper_params(c), kGpu);
-    expect_allclose(a.out, b.out, 0.0, 0.0);
-    expect_allclose(a.lse, b.lse, 0.0, 0.0);
+    for (const char* pipeline : kSchedules) {
+      SCOPED_TRACE(std::string("D ") + std::to_string(d) + " pipeline " + pipeline);
+      setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline, 1);
+      const Outputs a = record_attention(in, hopper_params(c), kGpu);
+      const Outputs b = record_attention(in, hopper_params(c), kGpu);
+      expect_allclose(a.out, b.out, 0.0, 0.0);
+      expect_allclose(a.lse, b.lse, 0.0, 0.0);
+    }
+    unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
   }
 }
 
@@ -176,11 +190,19 @@ TEST(FastAttentionHopper, ThroughputB4H32L4096D128) {
   const Inputs in{draw(), draw(), draw(), std::nullopt, std::nullopt};
   eval({in.q, in.k, in.v});
   for (bool causal : {false, true}) {
-    for (bool hopper : {false, true}) {
+    // The mma.sync kernel, then the Hopper kernel's plain and pipelined schedules.
+    struct Kernel {
+      const char* name;
+      bool hopper;
+      const char* pipeline;
+    };
+    for (const Kernel& k : {Kernel{"tiled", false, "0"}, Kernel{"hopper plain", true, "0"}, Kernel{"hopper pipelined", true, "1"}}) {
+      const char* kernel = k.name;
       fast::AttentionParams p;
       p.scale = 1.0f / std::sqrt(static_cast<float>(d));
       p.causal = causal;
-      p.hopper = hopper;
+      p.hopper = k.hopper;
+      setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", k.pipeline, 1);
       for (int i = 0; i < 2; ++i) record_attention(in, p, kGpu); // warm-up
       constexpr int kIters = 10;
       const auto t0 = std::chrono::steady_clock::now();
@@ -188,9 +210,10 @@ TEST(FastAttentionHopper, ThroughputB4H32L4096D128) {
       const auto t1 = std::chrono::steady_clock::now();
       const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / kIters;
       const double flops = 4.0 * b * h * double(l) * l * d * (causal ? 0.5 : 1.0);
-      std::printf("[attention %s bf16 B4 H32 L4096 D128%s] %.3f ms, %.1f TFLOP/s\n", hopper ? "hopper" : "tiled",
-                  causal ? " causal" : "", ms, flops / (ms * 1e9));
+      std::printf("[attention %s bf16 B4 H32 L4096 D128%s] %.3f ms, %.1f TFLOP/s\n", kernel, causal ? " causal" : "", ms,
+                  flops / (ms * 1e9));
     }
+    unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
     fast::AttentionParams p;
     p.scale = 1.0f / std::sqrt(static_cast<float>(d));
     p.causal = causal;

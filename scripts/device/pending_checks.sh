@@ -42,11 +42,12 @@ case "$part" in
     grep -h "TFLOP\|compute capability" "$L/fast_attention_hopper_test.log"
     ;;
   bench)
-    for hopper in 0 1; do
-      NUVEC_ATTENTION_HOPPER=$hopper timeout 240 python3 bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings \
-        --only attention >"$L/attention_hopper$hopper.txt" 2>&1
-      echo "== attention, NUVEC_ATTENTION_HOPPER=$hopper rc=$?"
-      grep -E "sdpa_prefill|paged" "$L/attention_hopper$hopper.txt"
+    # The mma.sync kernel, then the Hopper kernel's pipelined and plain schedules.
+    for cfg in 0:1 1:1 1:0; do
+      NUVEC_ATTENTION_HOPPER=${cfg%:*} NUVEC_ATTENTION_HOPPER_PIPELINE=${cfg#*:} timeout 180 python3 bench/gpu_compare.py \
+        --nuvec build-gpu/bench/nuvec-gpu-timings --only attention >"$L/attention_$cfg.txt" 2>&1
+      echo "== attention, NUVEC_ATTENTION_HOPPER=${cfg%:*} NUVEC_ATTENTION_HOPPER_PIPELINE=${cfg#*:} rc=$?"
+      grep -E "sdpa_prefill|paged" "$L/attention_$cfg.txt"
     done
     timeout 200 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l --concurrency 1,8,64,256 --prompt 512 --output 256 \
       >"$L/hybrid_serve.jsonl" 2>"$L/hybrid_serve.log"

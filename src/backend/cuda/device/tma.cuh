@@ -93,6 +93,14 @@ __device__ __forceinline__ void bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
+/// Arrives on named barrier ID (of THREADS threads, counting the arrivals and the waiters)
+/// without waiting: the producer side of a bar.sync elsewhere.
+template <int ID, int THREADS>
+__device__ __forceinline__ void bar_arrive() {
+  static_assert(ID >= 1 && ID <= 15 && THREADS % 32 == 0, "a named barrier and whole warps");
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
 #endif
 
 #if defined(NUVEC_WGMMA_AVAILABLE)

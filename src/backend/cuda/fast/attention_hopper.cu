@@ -17,9 +17,12 @@
 //    max m and sum l per row, over the row's 4 lanes); O = O · 2^(m_old − m_new) + P V (P
 //    rounded to the dtype and packed in registers as the A operand, V from shared memory,
 //    MN-major), the V stage released.
-// The copies of later stages run while the consumers compute, and the two consumer
-// warpgroups interleave on the tensor cores by themselves (no ping-pong barriers yet; nor
-// FlashAttention-3's overlap of the softmax with the next tile's S inside a warpgroup).
+// The copies of later stages run while the consumers compute. The key loop has two schedules
+// (HopperConsumer): the plain one above, each product waited for at once; and, by default,
+// FlashAttention-3's: S of tile i and P V of tile i − 1 issued together and the softmax of
+// tile i run while P V computes, with the two consumer warpgroups taking turns to issue
+// (ping-pong on named barriers) so that one's products overlap the other's softmax.
+// NUVEC_ATTENTION_HOPPER_PIPELINE=0 selects the plain one (read at each call).
 // Epilogue: the sink joins (m, l), O / l goes through the warpgroup's rows of the query tile
 // in shared memory to 16-byte coalesced stores, and lse = (m + log2 l) · ln 2.
 // Tiles no query row of the block sees (causal: after the last row's last key; window:
@@ -34,6 +37,7 @@
 #include <cudaTypedefs.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -76,6 +80,7 @@ struct HopperArgs {
   int64_t q_tiles = 0;
   int64_t block0 = 0;
   float scale_log2 = 0.0f;
+  bool pipelined = true; // HopperConsumer::run_pipelined, else run_plain
 };
 
 /// The compile-time shape of one kernel: head size D (= Dv), kBc keys a tile, kStages K and
@@ -97,12 +102,267 @@ struct HopperShape {
   static_assert(D % 64 == 0 && (kBc == 64 || kBc == 128), "64-column panels, wgmma N of 64 or 128");
 };
 
+/// The shared-memory addresses of a kernel's mbarriers (HopperShape's layout): q_full, then
+/// k_full, k_empty, v_full, v_empty, kStages each.
+template <int kStages>
+struct StageBarriers {
+  uint32_t q_full = 0;
+  __device__ __forceinline__ uint32_t k_full(int s) const { return q_full + 8u * (1 + s); }
+  __device__ __forceinline__ uint32_t k_empty(int s) const { return q_full + 8u * (1 + kStages + s); }
+  __device__ __forceinline__ uint32_t v_full(int s) const { return q_full + 8u * (1 + 2 * kStages + s); }
+  __device__ __forceinline__ uint32_t v_empty(int s) const { return q_full + 8u * (1 + 3 * kStages + s); }
+};
+
 #if defined(NUVEC_WGMMA_AVAILABLE)
 /// The 128-thread barrier of consumer warpgroup c (0 or 1: named barriers 1 and 2).
 __device__ __forceinline__ void consumer_bar_sync(int c) {
   if (c == 0) bar_sync<1, 128>();
   else bar_sync<2, 128>();
 }
+#endif
+
+#if defined(NUVEC_WGMMA_AVAILABLE)
+/// One consumer warpgroup's part of the kernel: its 64 query rows' running state (O in the
+/// wgmma accumulator layout, per row m and l: this thread holds rows my_row and my_row + 8),
+/// the two products, the softmax of one key tile, and the two schedules of the key loop.
+/// Element sc[4j + 2hf + e] of a score tile is row my_row + 8hf, key n0 + 8j + 2tq + e;
+/// o[ch][4j + 2hf + e] is row my_row + 8hf, column ch · kON + 8j + 2tq + e.
+template <typename T, typename S>
+struct HopperConsumer {
+  static constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages, kON = S::kON;
+  const HopperArgs* a;
+  uint32_t sb = 0, q_rows = 0;
+  int c = 0, lane = 0, tq = 0, my_row = 0;
+  int64_t wfl = 0, we0 = 0; // key tiles inside [wfl, we0) are seen whole by every row
+  float o[S::kOChunks][kON / 2];
+  float m[2], l[2];
+
+  __device__ __forceinline__ void init(const HopperArgs& args, uint32_t smem, int consumer, int ln, int row,
+                                       int64_t first_last, int64_t end_first) {
+    a = &args;
+    sb = smem;
+    c = consumer;
+    lane = ln;
+    tq = ln % 4;
+    my_row = row;
+    wfl = first_last;
+    we0 = end_first;
+    q_rows = sb + S::q + c * 64 * 128; // the warpgroup's rows of panel 0
+#pragma unroll
+    for (int ch = 0; ch < S::kOChunks; ++ch) {
+#pragma unroll
+      for (int i = 0; i < kON / 2; ++i) o[ch][i] = 0.0f;
+    }
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.0f;
+  }
+
+  __device__ __forceinline__ uint32_t k_tile(int s) const { return sb + S::k + s * S::kv_bytes; }
+  __device__ __forceinline__ uint32_t v_tile(int s) const { return sb + S::v + s * S::kv_bytes; }
+
+  /// Issues S = Q Kᵀ of the K tile at sk (A the warpgroup's query rows, B the key rows, both
+  /// K-major) as one committed group. sc must not be touched until the group is waited for.
+  __device__ __forceinline__ void issue_s(float (&sc)[kBc / 2], uint32_t sk) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32, ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
+      Wgmma<kBc>::template ss<T, 0, 0>(sc, sw128_desc(q_rows + qo, 16, 1024), sw128_desc(sk + ko, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+  }
+
+  /// Issues O += P V of the V tile at sv (B MN-major: rows = keys = K, columns = head dims =
+  /// N; chunk ch of kON columns starts at panel ch · kON / 64) as one committed group. o and
+  /// pa must not be touched until the group is waited for.
+  __device__ __forceinline__ void issue_pv(uint32_t (&pa)[kBc / 16][4], uint32_t sv) {
+#pragma unroll
+    for (int ch = 0; ch < S::kOChunks; ++ch) fence_regs(o[ch]);
+    fence_regs(pa);
+    wgmma_fence();
+#pragma unroll
+    for (int ch = 0; ch < S::kOChunks; ++ch) {
+#pragma unroll
+      for (int kk = 0; kk < kBc / 16; ++kk) {
+        Wgmma<kON>::template rs<T, 1>(o[ch], pa[kk], sw128_desc(sv + ch * (kON / 64) * kBc * 128 + kk * 2048, kBc * 128, 1024), 1);
+      }
+    }
+    wgmma_commit();
+  }
+
+  /// After a wait that completed the P V group: its registers are the program's again.
+  __device__ __forceinline__ void pv_done(uint32_t (&pa)[kBc / 16][4]) {
+#pragma unroll
+    for (int ch = 0; ch < S::kOChunks; ++ch) fence_regs(o[ch]);
+    fence_regs(pa);
+  }
+
+  /// The scores of the key tile at n0 in log2 units (hidden keys −inf where some row sees
+  /// part of the tile), merged into (m, l): sc becomes P = 2^(x − m_new) and alpha[hf] the
+  /// factor O's rows must be multiplied by (rescale) before this tile's P V is added.
+  __device__ __forceinline__ void softmax(float (&sc)[kBc / 2], int n0, float (&alpha)[2]) {
+    const attention::Geometry& g = a->g;
+#pragma unroll
+    for (int e = 0; e < kBc / 2; ++e) sc[e] *= a->scale_log2;
+    if (!(n0 >= wfl && n0 + kBc <= we0)) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        int64_t kf, ke;
+        g.key_range(my_row + 8 * hf, kf, ke);
+        // Visible columns x (key n0 + 2tq + x) are lo <= x < hi.
+        const int lo = static_cast<int>(kf) - n0 - 2 * tq, hi = static_cast<int>(ke) - n0 - 2 * tq;
+#pragma unroll
+        for (int j = 0; j < kBc / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (8 * j + e < lo || 8 * j + e >= hi) sc[4 * j + 2 * hf + e] = -INFINITY;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = m[hf];
+#pragma unroll
+      for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * hf], sc[4 * j + 2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row with nothing visible yet keeps max −inf; its weights are taken relative to 0
+      // (exp2_base), which keeps them 0 rather than exp(−inf + inf).
+      const float base = exp2_base(mx);
+      alpha[hf] = exp2_approx(m[hf] - base);
+      m[hf] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kBc / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = sc[4 * j + 2 * hf + e];
+          x = exp2_approx(x - base);
+          sum += x;
+        }
+      }
+      l[hf] = l[hf] * alpha[hf] + sum;
+    }
+  }
+
+  __device__ __forceinline__ void rescale(const float (&alpha)[2]) {
+#pragma unroll
+    for (int ch = 0; ch < S::kOChunks; ++ch) {
+#pragma unroll
+      for (int j = 0; j < kON / 8; ++j) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          o[ch][4 * j + 2 * hf] *= alpha[hf];
+          o[ch][4 * j + 2 * hf + 1] *= alpha[hf];
+        }
+      }
+    }
+  }
+
+  /// P rounded to T as the A operand of the k16 steps over the tile's keys (n8 blocks 2kk,
+  /// 2kk + 1: device/wgmma.cuh's header).
+  static __device__ __forceinline__ void pack(const float (&sc)[kBc / 2], uint32_t (&pa)[kBc / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
+    }
+  }
+
+  /// Each warp releases a stage once it no longer reads it (the empty barriers count warps).
+  __device__ __forceinline__ void release(uint32_t bar) const {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  }
+
+  /// The plain schedule: for each tile S, softmax, P V, each product waited for at once (the
+  /// two warpgroups overlap each other only by the warp schedulers' interleaving).
+  __device__ __forceinline__ void run_plain(int n_begin, int tiles, const StageBarriers<kStages>& bars) {
+    for (int i = 0; i < tiles; ++i) {
+      const int s = i % kStages;
+      const uint32_t parity = (i / kStages) & 1;
+      float sc[kBc / 2], alpha[2];
+      uint32_t pa[kBc / 16][4];
+      mbar_wait(bars.k_full(s), parity);
+      __syncwarp();
+      issue_s(sc, k_tile(s));
+      wgmma_wait<0>();
+      fence_regs(sc);
+      release(bars.k_empty(s));
+      softmax(sc, (n_begin + i) * kBc, alpha);
+      rescale(alpha);
+      pack(sc, pa);
+      mbar_wait(bars.v_full(s), parity);
+      __syncwarp();
+      issue_pv(pa, v_tile(s));
+      wgmma_wait<0>();
+      pv_done(pa);
+      release(bars.v_empty(s));
+    }
+  }
+
+  /// FlashAttention-3's schedule (Shah et al. 2024, Algorithms 1 and 2): inside the warpgroup
+  /// the softmax of tile i runs while the tensor cores compute P V of tile i − 1 (S of tile i
+  /// and P V of tile i − 1 issued together, S waited for first); between the two consumer
+  /// warpgroups a ping-pong of named barriers 3 and 4 (256 threads: one warpgroup waits, the
+  /// other arrives) orders their issues, so that one warpgroup's products run while the other
+  /// does its softmax. Warpgroup 0 issues first: warpgroup 1 arrives on 3 once up front and
+  /// skips its last arrival, so that both barriers end balanced.
+  __device__ __forceinline__ void run_pipelined(int n_begin, int tiles, const StageBarriers<kStages>& bars) {
+    if (tiles <= 0) return; // (never under the coverage; before the barriers, both warpgroups alike)
+    const auto turn = [&] { // wait for this warpgroup's turn to issue
+      if (c == 0) bar_sync<3, 256>();
+      else bar_sync<4, 256>();
+    };
+    const auto pass = [&](bool last) { // hand the turn to the other warpgroup
+      if (c == 0) bar_arrive<4, 256>();
+      else if (!last) bar_arrive<3, 256>();
+    };
+    if (c == 1) bar_arrive<3, 256>();
+    float sc[kBc / 2], alpha[2];
+    uint32_t pa[kBc / 16][4];
+    // Tile 0: S, softmax (O is still 0: no rescale), P.
+    mbar_wait(bars.k_full(0), 0);
+    __syncwarp();
+    turn();
+    issue_s(sc, k_tile(0));
+    pass(tiles == 1);
+    wgmma_wait<0>();
+    fence_regs(sc);
+    release(bars.k_empty(0));
+    softmax(sc, n_begin * kBc, alpha);
+    pack(sc, pa);
+    for (int i = 1; i < tiles; ++i) {
+      const int s = i % kStages, sp = (i - 1) % kStages;
+      const uint32_t parity = (i / kStages) & 1, parity_p = ((i - 1) / kStages) & 1;
+      mbar_wait(bars.k_full(s), parity);
+      mbar_wait(bars.v_full(sp), parity_p);
+      __syncwarp();
+      turn();
+      issue_s(sc, k_tile(s));
+      issue_pv(pa, v_tile(sp));
+      pass(i == tiles - 1);
+      wgmma_wait<1>(); // S of tile i done; P V of tile i − 1 still running
+      fence_regs(sc);
+      release(bars.k_empty(s));
+      softmax(sc, (n_begin + i) * kBc, alpha);
+      wgmma_wait<0>();
+      pv_done(pa);
+      release(bars.v_empty(sp));
+      rescale(alpha);
+      pack(sc, pa);
+    }
+    // The last tile's P V.
+    const int sl = (tiles - 1) % kStages;
+    mbar_wait(bars.v_full(sl), ((tiles - 1) / kStages) & 1);
+    __syncwarp();
+    issue_pv(pa, v_tile(sl));
+    wgmma_wait<0>();
+    pv_done(pa);
+    release(bars.v_empty(sl));
+  }
+};
 #endif
 
 template <typename T, typename S>
@@ -112,11 +372,9 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
   extern __shared__ __align__(16) unsigned char hopper_smem[];
   const uint32_t raw = smem_addr(hopper_smem), sb = (raw + 1023u) & ~1023u;
   unsigned char* const sbase = hopper_smem + (sb - raw);
-  const uint32_t bar_q = sb + S::bars;
-  const auto k_full = [&](int s) { return bar_q + 8u * (1 + s); };
-  const auto k_empty = [&](int s) { return bar_q + 8u * (1 + kStages + s); };
-  const auto v_full = [&](int s) { return bar_q + 8u * (1 + 2 * kStages + s); };
-  const auto v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * kStages + s); };
+  StageBarriers<kStages> bars;
+  bars.q_full = sb + S::bars;
+  const uint32_t bar_q = bars.q_full;
 
   const attention::Geometry& g = a.g;
   const int tid = threadIdx.x, wg = tid / 128;
@@ -140,10 +398,10 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
   if (tid == 0) {
     mbar_init(bar_q, 1);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), kConsumerWarps);
-      mbar_init(v_empty(s), kConsumerWarps);
+      mbar_init(bars.k_full(s), 1);
+      mbar_init(bars.v_full(s), 1);
+      mbar_init(bars.k_empty(s), kConsumerWarps);
+      mbar_init(bars.v_empty(s), kConsumerWarps);
     }
     mbar_init_fence();
   }
@@ -162,18 +420,18 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
         const int s = i % kStages;
         const uint32_t parity = ((i / kStages) & 1) ^ 1;
         const int n0 = (n_begin + i) * kBc;
-        mbar_wait(k_empty(s), parity);
-        mbar_arrive_expect_tx(k_full(s), S::kv_bytes);
+        mbar_wait(bars.k_empty(s), parity);
+        mbar_arrive_expect_tx(bars.k_full(s), S::kv_bytes);
 #pragma unroll
         for (int p = 0; p < S::kPanels; ++p) {
-          tma_load_4d(sb + S::k + s * S::kv_bytes + p * kBc * 128, &a.k_map, k_full(s), 64 * p, n0, static_cast<int>(hk),
+          tma_load_4d(sb + S::k + s * S::kv_bytes + p * kBc * 128, &a.k_map, bars.k_full(s), 64 * p, n0, static_cast<int>(hk),
                       static_cast<int>(b));
         }
-        mbar_wait(v_empty(s), parity);
-        mbar_arrive_expect_tx(v_full(s), S::kv_bytes);
+        mbar_wait(bars.v_empty(s), parity);
+        mbar_arrive_expect_tx(bars.v_full(s), S::kv_bytes);
 #pragma unroll
         for (int p = 0; p < S::kPanels; ++p) {
-          tma_load_4d(sb + S::v + s * S::kv_bytes + p * kBc * 128, &a.v_map, v_full(s), 64 * p, n0, static_cast<int>(hk),
+          tma_load_4d(sb + S::v + s * S::kv_bytes + p * kBc * 128, &a.v_map, bars.v_full(s), 64 * p, n0, static_cast<int>(hk),
                       static_cast<int>(b));
         }
       }
@@ -190,124 +448,18 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
     g.key_range(row0, wf0, we0);
     g.key_range(row0 + 63, wfl, wel);
 
-    float o[S::kOChunks][kON / 2];
-#pragma unroll
-    for (int ch = 0; ch < S::kOChunks; ++ch) {
-#pragma unroll
-      for (int i = 0; i < kON / 2; ++i) o[ch][i] = 0.0f;
-    }
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    const uint32_t q_rows = sb + S::q + c * 64 * 128; // the warpgroup's rows of panel 0
+    HopperConsumer<T, S> w;
+    w.init(a, sb, c, lane, my_row, wfl, we0);
     if (tiles > 0) mbar_wait(bar_q, 0);
     __syncwarp(); // the wgmma below are .aligned: the warp reconverged after its spin
-
-    for (int i = 0; i < tiles; ++i) {
-      const int s = i % kStages;
-      const uint32_t parity = (i / kStages) & 1;
-      const int n0 = (n_begin + i) * kBc;
-      const uint32_t sk = sb + S::k + s * S::kv_bytes, sv = sb + S::v + s * S::kv_bytes;
-
-      // S = Q Kᵀ: A the warpgroup's query rows, B the key rows, both K-major. Element
-      // sc[4j + 2hf + e]: row my_row + 8hf, key n0 + 8j + 2tq + e.
-      float sc[kBc / 2];
-      mbar_wait(k_full(s), parity);
-      __syncwarp();
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32, ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
-        Wgmma<kBc>::template ss<T, 0, 0>(sc, sw128_desc(q_rows + qo, 16, 1024), sw128_desc(sk + ko, 16, 1024), kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(sc);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(k_empty(s));
-
-      // Scores in log2 units; hidden keys −inf where some row sees part of the tile.
-#pragma unroll
-      for (int e = 0; e < kBc / 2; ++e) sc[e] *= a.scale_log2;
-      if (!(n0 >= wfl && n0 + kBc <= we0)) {
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          int64_t kf, ke;
-          g.key_range(my_row + 8 * hf, kf, ke);
-          // Visible columns x (key n0 + 2tq + x) are lo <= x < hi.
-          const int lo = static_cast<int>(kf) - n0 - 2 * tq, hi = static_cast<int>(ke) - n0 - 2 * tq;
-#pragma unroll
-          for (int j = 0; j < kBc / 8; ++j) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              if (8 * j + e < lo || 8 * j + e >= hi) sc[4 * j + 2 * hf + e] = -INFINITY;
-            }
-          }
-        }
-      }
-
-      // Online softmax: the new running max, (O, l) rescaled, P = 2^(x − m).
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float mx = m[hf];
-#pragma unroll
-        for (int j = 0; j < kBc / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * hf], sc[4 * j + 2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with nothing visible yet keeps max −inf; its weights are taken relative to
-        // 0 (exp2_base), which keeps them 0 rather than exp(−inf + inf).
-        const float base = exp2_base(mx);
-        const float alpha = exp2_approx(m[hf] - base);
-        m[hf] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kBc / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = sc[4 * j + 2 * hf + e];
-            x = exp2_approx(x - base);
-            sum += x;
-          }
-        }
-        l[hf] = l[hf] * alpha + sum;
-#pragma unroll
-        for (int ch = 0; ch < S::kOChunks; ++ch) {
-#pragma unroll
-          for (int j = 0; j < kON / 8; ++j) {
-            o[ch][4 * j + 2 * hf] *= alpha;
-            o[ch][4 * j + 2 * hf + 1] *= alpha;
-          }
-        }
-      }
-      // P as the A operand of the k16 steps over the tile's keys (n8 blocks 2kk, 2kk + 1).
-      uint32_t pa[kBc / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) pa[kk][r] = pack2<T>(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
-      }
-
-      // O += P V: B the value tile, MN-major (rows = keys = K, columns = head dims = N); the
-      // chunk ch of kON columns starts at panel ch · kON / 64.
-      mbar_wait(v_full(s), parity);
-      __syncwarp();
-#pragma unroll
-      for (int ch = 0; ch < S::kOChunks; ++ch) fence_regs(o[ch]);
-      fence_regs(pa);
-      wgmma_fence();
-#pragma unroll
-      for (int ch = 0; ch < S::kOChunks; ++ch) {
-#pragma unroll
-        for (int kk = 0; kk < kBc / 16; ++kk) {
-          Wgmma<kON>::template rs<T, 1>(o[ch], pa[kk], sw128_desc(sv + ch * (kON / 64) * kBc * 128 + kk * 2048, kBc * 128, 1024), 1);
-        }
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-#pragma unroll
-      for (int ch = 0; ch < S::kOChunks; ++ch) fence_regs(o[ch]);
-      fence_regs(pa);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(v_empty(s));
+    if (a.pipelined) {
+      w.run_pipelined(n_begin, tiles, bars);
+    } else {
+      w.run_plain(n_begin, tiles, bars);
     }
+    float (&o)[S::kOChunks][kON / 2] = w.o;
+    const float (&m)[2] = w.m;
+    const float (&l)[2] = w.l;
 
     // Epilogue: the row sums over the row's 4 lanes, the sink, 1 / l and the lse.
     const float sink = g.has_sinks ? static_cast<float>(static_cast<const T*>(a.buf.sinks)[h]) : 0.0f;
@@ -477,6 +629,10 @@ void attention_hopper(Dtype dtype, const attention::Geometry& g, const Attention
   a.buf = buf;
   a.g = g;
   a.scale_log2 = g.scale * kLog2e;
+  // FlashAttention-3's schedule unless NUVEC_ATTENTION_HOPPER_PIPELINE=0 (read at each call, so
+  // that tests and benchmarks can run both; the plain one is the simpler to trust).
+  const char* pipeline = std::getenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
+  a.pipelined = pipeline == nullptr || std::string(pipeline) != "0";
   const bool launched = dtype == float16 ? launch_for_head<__half>(a) : launch_for_head<__nv_bfloat16>(a);
   if (!launched) attention_tiled(dtype, g, buf);
 }
