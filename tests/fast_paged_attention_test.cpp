@@ -158,6 +158,33 @@ TEST(FastPagedAttention, SinksAndWindowsKernelMatchesTheFloat64Fallback) {
   }
 }
 
+// Prefill on the Hopper forward through the block tables (attention_hopper_paged: enabled by
+// NUVEC_ATTENTION_HOPPER=1; both schedules of its key loop): float16 and bfloat16; head sizes
+// 64, 128, 256; block sizes 8 and 16 (several cache blocks a key tile), 128 and 256 (one
+// block per tile or several tiles a block); lengths of lengths_for (rows that see nothing get
+// the mean of the gathered rows from the second kernel, lengths 0 and past the capacity);
+// queries 100 and 300 (partial query tiles). On a GPU other than Hopper the call falls back
+// to paged_attention_kernel, which the same comparison then checks.
+TEST(FastPagedAttention, HopperPrefillMatchesTheFloat64Fallback) {
+  NUVEC_REQUIRE_GPU();
+  setenv("NUVEC_ATTENTION_HOPPER", "1", 1);
+  for (const char* pipeline : {"0", "1"}) {
+    setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline, 1);
+    SCOPED_TRACE(std::string("pipeline ") + pipeline);
+    for (Dtype dt : {float16, bfloat16}) {
+      for (const PagedCase& c :
+           {PagedCase{.dt = dt, .b = 4, .hkv = 2, .group = 4, .l = 100, .d = 128, .bs = 16, .blocks = 90, .max_blocks = 20},
+            PagedCase{.dt = dt, .b = 3, .hkv = 1, .group = 1, .l = 300, .d = 64, .bs = 8, .blocks = 200, .max_blocks = 70},
+            PagedCase{.dt = dt, .b = 2, .hkv = 2, .group = 2, .l = 130, .d = 256, .bs = 128, .blocks = 9, .max_blocks = 4},
+            PagedCase{.dt = dt, .b = 2, .hkv = 1, .group = 8, .l = 200, .d = 128, .bs = 256, .blocks = 5, .max_blocks = 3}}) {
+        check_paged_attention(c, lengths_for(c.b, c.l, c.max_blocks * c.bs));
+      }
+    }
+  }
+  unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
+  unsetenv("NUVEC_ATTENTION_HOPPER");
+}
+
 // Long contexts with few (sequence, key head) pairs: the positions split across blocks and a
 // combine kernel merges them (several tiles a split, partial tiles at the ends; rows that see
 // nothing take every split).

@@ -34,11 +34,8 @@ bool hopper_covers(const RouteKey& key) {
 }
 
 bool hopper_forward_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("NUVEC_ATTENTION_HOPPER");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return on;
+  const char* v = std::getenv("NUVEC_ATTENTION_HOPPER");
+  return v != nullptr && std::string(v) == "1";
 }
 
 bool cpu_fused_dtype(Dtype dtype) {

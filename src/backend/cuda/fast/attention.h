@@ -77,6 +77,17 @@ struct PagedGeometry {
 void paged_attention(Dtype dtype, const PagedGeometry& g, const void* q, const void* k_cache, const void* v_cache,
                      const int32_t* tables, const int32_t* lengths, const void* sinks, void* out);
 
+/// Paged prefill on the Hopper forward (attention_hopper.cu's kernel reading K and V through
+/// the block tables, a TMA box per cache block or per 128 positions of one): PagedAttention
+/// without window or sinks, float16 or bfloat16, D 64/128/256, power-of-two block sizes of
+/// at least 8, q, the caches and out 16-byte aligned and row-contiguous. Rows that see nothing
+/// get the mean of the gathered V rows from a second kernel (the paged rule). Returns false
+/// and launches nothing where it does not apply (or on a device or build without sm_90a).
+/// Positions past a sequence's length inside its last tile are read and weighted 0, as the
+/// fallback's mask does (a NaN there reaches the output, as it does in the fallback).
+bool attention_hopper_paged(Dtype dtype, const PagedGeometry& g, const void* q, const void* k_cache,
+                            const void* v_cache, const int32_t* tables, const int32_t* lengths, void* out);
+
 /// paged_write's scatter (paged_attention.cu): out already holds a copy of the cache; rows
 /// values [n, Hkv, D] go to slots[n] (out-of-range slots skipped). Any dtype (by itemsize).
 void paged_write(size_t itemsize, int64_t blocks, int64_t hkv, int64_t block_size, int64_t d, int64_t n,

@@ -81,7 +81,29 @@ struct HopperArgs {
   int64_t block0 = 0;
   float scale_log2 = 0.0f;
   bool pipelined = true; // HopperConsumer::run_pipelined, else run_plain
+  // The paged kernels (kPaged): k_map and v_map are the caches [blocks, Hkv, block_size, D] in
+  // boxes of box_rows positions, tables [B, max_blocks] and lengths [B] name each sequence's
+  // positions, g.lk is the capacity max_blocks · block_size and g.lq the queries L.
+  const int32_t* tables = nullptr;
+  const int32_t* lengths = nullptr;
+  int max_blocks = 0, cache_blocks = 0, bs_log2 = 0, box_rows = 0;
 };
+
+/// The keys query i sees, [first, end): the geometry's (key_range) or, paged, the positions
+/// before its end len − Lq + 1 + i (len the sequence's clamped length; PagedAttention's rule,
+/// which is causal over len keys). A query whose end is <= 0 sees nothing here; the paged
+/// launcher's uniform_rows_kernel then writes its row.
+template <bool kPaged>
+__device__ __forceinline__ void seen_keys(const attention::Geometry& g, int64_t len, int64_t i, int64_t& first,
+                                          int64_t& end) {
+  if constexpr (kPaged) {
+    const int64_t e = len - g.lq + 1 + i;
+    first = 0;
+    end = e < 0 ? 0 : (e > len ? len : e);
+  } else {
+    g.key_range(i, first, end);
+  }
+}
 
 /// The compile-time shape of one kernel: head size D (= Dv), kBc keys a tile, kStages K and
 /// V stages, and the shared-memory layout from the 1024-aligned base: the query tile
@@ -127,19 +149,21 @@ __device__ __forceinline__ void consumer_bar_sync(int c) {
 /// the two products, the softmax of one key tile, and the two schedules of the key loop.
 /// Element sc[4j + 2hf + e] of a score tile is row my_row + 8hf, key n0 + 8j + 2tq + e;
 /// o[ch][4j + 2hf + e] is row my_row + 8hf, column ch · kON + 8j + 2tq + e.
-template <typename T, typename S>
+template <typename T, typename S, bool kPaged>
 struct HopperConsumer {
   static constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages, kON = S::kON;
   const HopperArgs* a;
   uint32_t sb = 0, q_rows = 0;
   int c = 0, lane = 0, tq = 0, my_row = 0;
+  int64_t len = 0;          // paged: the sequence's length
   int64_t wfl = 0, we0 = 0; // key tiles inside [wfl, we0) are seen whole by every row
   float o[S::kOChunks][kON / 2];
   float m[2], l[2];
 
   __device__ __forceinline__ void init(const HopperArgs& args, uint32_t smem, int consumer, int ln, int row,
-                                       int64_t first_last, int64_t end_first) {
+                                       int64_t seq_len, int64_t first_last, int64_t end_first) {
     a = &args;
+    len = seq_len;
     sb = smem;
     c = consumer;
     lane = ln;
@@ -208,7 +232,7 @@ struct HopperConsumer {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         int64_t kf, ke;
-        g.key_range(my_row + 8 * hf, kf, ke);
+        seen_keys<kPaged>(g, len, my_row + 8 * hf, kf, ke);
         // Visible columns x (key n0 + 2tq + x) are lo <= x < hi.
         const int lo = static_cast<int>(kf) - n0 - 2 * tq, hi = static_cast<int>(ke) - n0 - 2 * tq;
 #pragma unroll
@@ -365,7 +389,7 @@ struct HopperConsumer {
 };
 #endif
 
-template <typename T, typename S>
+template <typename T, typename S, bool kPaged>
 __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(const __grid_constant__ HopperArgs a) {
 #if defined(NUVEC_WGMMA_AVAILABLE)
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages, kON = S::kON;
@@ -385,13 +409,19 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
   // keeps the last wave short.
   const int q0 = static_cast<int>((a.q_tiles - 1 - bid % a.q_tiles) * kBr);
   const int64_t b = bh / g.hq, h = bh % g.hq, hk = h / g.group();
+  int64_t len = 0; // paged: the sequence's positions, clamped to [0, capacity]
+  if constexpr (kPaged) {
+    len = a.lengths[b];
+    len = len < 0 ? 0 : (len > g.lk ? g.lk : len);
+  }
 
   // The key tiles the block's rows see: [first(q0), end(last row)) (first and end grow with
-  // the row). Every row below Lq sees a key (the coverage), so the range is not empty.
+  // the row). Every row below Lq sees a key (the coverage; paged, rows that see nothing are
+  // written by uniform_rows_kernel), so the range is empty only for such rows.
   const int q_last = (q0 + kBr < lq ? q0 + kBr : lq) - 1;
   int64_t first0, end0, first_l, end_l;
-  g.key_range(q0, first0, end0);
-  g.key_range(q_last, first_l, end_l);
+  seen_keys<kPaged>(g, len, q0, first0, end0);
+  seen_keys<kPaged>(g, len, q_last, first_l, end_l);
   const int n_begin = static_cast<int>(first0 / kBc);
   const int tiles = end_l > first0 ? static_cast<int>((end_l + kBc - 1) / kBc) - n_begin : 0;
 
@@ -420,20 +450,36 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
         const int s = i % kStages;
         const uint32_t parity = ((i / kStages) & 1) ^ 1;
         const int n0 = (n_begin + i) * kBc;
+        // One tile of kBc positions into stage s of the tiles at `tile` through `map`: dense,
+        // one box a panel; paged, kBc / box_rows boxes a panel, box j from the cache block
+        // holding positions n0 + j · box_rows .. (table entries clamped as the fallback's).
+        const auto load = [&](uint32_t tile, const CUtensorMap* map, uint32_t bar) {
+          if constexpr (kPaged) {
+            for (int j = 0; j < kBc / a.box_rows; ++j) {
+              const int pos = n0 + j * a.box_rows;
+              int idx = pos >> a.bs_log2;
+              idx = idx < a.max_blocks ? idx : a.max_blocks - 1; // past the capacity: hidden anyway
+              int blk = a.tables[b * a.max_blocks + idx];
+              blk = blk < 0 ? 0 : (blk >= a.cache_blocks ? a.cache_blocks - 1 : blk);
+              const int off = pos & ((1 << a.bs_log2) - 1);
+#pragma unroll
+              for (int p = 0; p < S::kPanels; ++p) {
+                tma_load_4d(tile + p * kBc * 128 + j * a.box_rows * 128, map, bar, 64 * p, off, static_cast<int>(hk), blk);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int p = 0; p < S::kPanels; ++p) {
+              tma_load_4d(tile + p * kBc * 128, map, bar, 64 * p, n0, static_cast<int>(hk), static_cast<int>(b));
+            }
+          }
+        };
         mbar_wait(bars.k_empty(s), parity);
         mbar_arrive_expect_tx(bars.k_full(s), S::kv_bytes);
-#pragma unroll
-        for (int p = 0; p < S::kPanels; ++p) {
-          tma_load_4d(sb + S::k + s * S::kv_bytes + p * kBc * 128, &a.k_map, bars.k_full(s), 64 * p, n0, static_cast<int>(hk),
-                      static_cast<int>(b));
-        }
+        load(sb + S::k + s * S::kv_bytes, &a.k_map, bars.k_full(s));
         mbar_wait(bars.v_empty(s), parity);
         mbar_arrive_expect_tx(bars.v_full(s), S::kv_bytes);
-#pragma unroll
-        for (int p = 0; p < S::kPanels; ++p) {
-          tma_load_4d(sb + S::v + s * S::kv_bytes + p * kBc * 128, &a.v_map, bars.v_full(s), 64 * p, n0, static_cast<int>(hk),
-                      static_cast<int>(b));
-        }
+        load(sb + S::v + s * S::kv_bytes, &a.v_map, bars.v_full(s));
       }
     }
   } else {
@@ -445,11 +491,11 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
     // Tiles every row of the warpgroup sees whole need no per-key test: [first(last row),
     // end(first row)).
     int64_t wf0, we0, wfl, wel;
-    g.key_range(row0, wf0, we0);
-    g.key_range(row0 + 63, wfl, wel);
+    seen_keys<kPaged>(g, len, row0, wf0, we0);
+    seen_keys<kPaged>(g, len, row0 + 63, wfl, wel);
 
-    HopperConsumer<T, S> w;
-    w.init(a, sb, c, lane, my_row, wfl, we0);
+    HopperConsumer<T, S, kPaged> w;
+    w.init(a, sb, c, lane, my_row, len, wfl, we0);
     if (tiles > 0) mbar_wait(bar_q, 0);
     __syncwarp(); // the wgmma below are .aligned: the warp reconverged after its spin
     if (a.pipelined) {
@@ -478,7 +524,7 @@ __global__ void __launch_bounds__(kHopperThreads, 1) attention_hopper_kernel(con
         scale_o[hf] = 1.0f / sum;
       }
       const int row = my_row + 8 * hf;
-      if (tq == 0 && row < lq) a.buf.lse[bh * g.lq + row] = (mm + log2f(sum)) * kLn2;
+      if (tq == 0 && row < lq && a.buf.lse != nullptr) a.buf.lse[bh * g.lq + row] = (mm + log2f(sum)) * kLn2;
     }
 
     // O through the warpgroup's own rows of the query tile (no wgmma reads them any more once
@@ -557,9 +603,12 @@ bool tile_map(CUtensorMap* map, Dtype dtype, const void* ptr, int64_t bsz, int64
 }
 
 /// Launches the kernel of shape S; false (nothing launched) when a tensor map cannot be made.
-template <typename T, typename S>
+/// Dense: q, k and v [B, H, L, D] through their strides. Paged: k_map and v_map over the
+/// caches (a.buf.k, a.buf.v [blocks, Hkv, 2^bs_log2, D] row-contiguous) in boxes of
+/// a.box_rows positions.
+template <typename T, typename S, bool kPaged>
 bool launch_hopper(HopperArgs& a) {
-  auto kernel = attention_hopper_kernel<T, S>;
+  auto kernel = attention_hopper_kernel<T, S, kPaged>;
   static const bool raised = [&] {
     NUVEC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::bytes)));
     return true;
@@ -567,10 +616,20 @@ bool launch_hopper(HopperArgs& a) {
   (void)raised;
   const attention::Geometry& g = a.g;
   const Dtype dt = std::is_same_v<T, __half> ? float16 : bfloat16;
-  if (!tile_map(&a.q_map, dt, a.buf.q, g.b, g.hq, g.lq, g.d, g.q_stride, S::kBr) ||
-      !tile_map(&a.k_map, dt, a.buf.k, g.b, g.hkv, g.lk, g.d, g.k_stride, S::kBc) ||
-      !tile_map(&a.v_map, dt, a.buf.v, g.b, g.hkv, g.lk, g.dv, g.v_stride, S::kBc)) {
-    return false;
+  if (!tile_map(&a.q_map, dt, a.buf.q, g.b, g.hq, g.lq, g.d, g.q_stride, S::kBr)) return false;
+  if constexpr (kPaged) {
+    const int64_t bs = int64_t(1) << a.bs_log2;
+    const int64_t cache[3] = {g.hkv * bs * g.d, bs * g.d, g.d}; // [blocks, Hkv, bs, D] as b, h, l
+    a.box_rows = static_cast<int>(bs < S::kBc ? bs : S::kBc);
+    if (!tile_map(&a.k_map, dt, a.buf.k, a.cache_blocks, g.hkv, bs, g.d, cache, a.box_rows) ||
+        !tile_map(&a.v_map, dt, a.buf.v, a.cache_blocks, g.hkv, bs, g.d, cache, a.box_rows)) {
+      return false;
+    }
+  } else {
+    if (!tile_map(&a.k_map, dt, a.buf.k, g.b, g.hkv, g.lk, g.d, g.k_stride, S::kBc) ||
+        !tile_map(&a.v_map, dt, a.buf.v, g.b, g.hkv, g.lk, g.dv, g.v_stride, S::kBc)) {
+      return false;
+    }
   }
   a.q_tiles = ceil_div(g.lq, S::kBr);
   const int64_t blocks = a.q_tiles * g.b * g.hq;
@@ -588,15 +647,50 @@ bool launch_hopper(HopperArgs& a) {
 // 64-key tile keeps two stages of K and V within the 227 KB of shared memory): D 64: 128-key
 // tiles, 3 stages (112 KB); 128: 128-key tiles, 2 stages (160 KB); 256: 64-key tiles, 2
 // stages (192 KB).
-template <typename T>
+template <typename T, bool kPaged>
 bool launch_for_head(HopperArgs& a) {
   switch (a.g.d) {
-    case 64: return launch_hopper<T, HopperShape<64, 128, 3>>(a);
-    case 128: return launch_hopper<T, HopperShape<128, 128, 2>>(a);
-    case 256: return launch_hopper<T, HopperShape<256, 64, 2>>(a);
+    case 64: return launch_hopper<T, HopperShape<64, 128, 3>, kPaged>(a);
+    case 128: return launch_hopper<T, HopperShape<128, 128, 2>, kPaged>(a);
+    case 256: return launch_hopper<T, HopperShape<256, 64, 2>, kPaged>(a);
     default: break;
   }
   throw std::invalid_argument("[attention_hopper] head size " + std::to_string(a.g.d) + " is not covered.");
+}
+
+/// FlashAttention-3's schedule unless NUVEC_ATTENTION_HOPPER_PIPELINE=0 (read at each call,
+/// so that tests and benchmarks can run both; the plain one is the simpler to trust).
+bool pipelined_schedule() {
+  const char* pipeline = std::getenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
+  return pipeline == nullptr || std::string(pipeline) != "0";
+}
+
+/// Paged rows that see nothing (query l of sequence b with len − L + 1 + l <= 0) attend
+/// uniformly to all max_blocks · block_size gathered positions (PagedAttention's rule, the
+/// fallback's all-false mask): their output is the mean of those V rows, written here over
+/// whatever the main kernel left. A block of 128 threads per (b, query head); nothing to do
+/// (the usual case) returns at once.
+template <typename T>
+__global__ void __launch_bounds__(128) uniform_rows_kernel(const __grid_constant__ HopperArgs a) {
+  const attention::Geometry& g = a.g;
+  const int64_t bh = blockIdx.x, b = bh / g.hq, h = bh % g.hq, hk = h / g.group();
+  int64_t len = a.lengths[b];
+  len = len < 0 ? 0 : (len > g.lk ? g.lk : len);
+  const int64_t rows = g.lq - len; // queries 0 .. rows − 1 see nothing
+  if (rows <= 0) return;
+  const int64_t bs = int64_t(1) << a.bs_log2;
+  const T* v = static_cast<const T*>(a.buf.v);
+  T* out = static_cast<T*>(a.buf.out) + bh * g.lq * g.d;
+  for (int64_t d = threadIdx.x; d < g.d; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t p = 0; p < g.lk; ++p) {
+      int64_t blk = a.tables[b * a.max_blocks + (p >> a.bs_log2)];
+      blk = blk < 0 ? 0 : (blk >= a.cache_blocks ? a.cache_blocks - 1 : blk);
+      sum += static_cast<float>(v[((blk * g.hkv + hk) * bs + (p & (bs - 1))) * g.d + d]);
+    }
+    const T mean = static_cast<T>(sum / static_cast<float>(g.lk));
+    for (int64_t i = 0; i < rows && i < g.lq; ++i) out[i * g.d + d] = mean;
+  }
 }
 
 } // namespace
@@ -629,12 +723,53 @@ void attention_hopper(Dtype dtype, const attention::Geometry& g, const Attention
   a.buf = buf;
   a.g = g;
   a.scale_log2 = g.scale * kLog2e;
-  // FlashAttention-3's schedule unless NUVEC_ATTENTION_HOPPER_PIPELINE=0 (read at each call, so
-  // that tests and benchmarks can run both; the plain one is the simpler to trust).
-  const char* pipeline = std::getenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
-  a.pipelined = pipeline == nullptr || std::string(pipeline) != "0";
-  const bool launched = dtype == float16 ? launch_for_head<__half>(a) : launch_for_head<__nv_bfloat16>(a);
+  a.pipelined = pipelined_schedule();
+  const bool launched = dtype == float16 ? launch_for_head<__half, false>(a) : launch_for_head<__nv_bfloat16, false>(a);
   if (!launched) attention_tiled(dtype, g, buf);
+}
+
+bool attention_hopper_paged(Dtype dtype, const PagedGeometry& pg, const void* q, const void* k_cache, const void* v_cache,
+                            const int32_t* tables, const int32_t* lengths, void* out) {
+  const int64_t cap = pg.max_blocks * pg.block_size;
+  const bool covered = (dtype == float16 || dtype == bfloat16) && (pg.d == 64 || pg.d == 128 || pg.d == 256) &&
+      pg.block_size >= 8 && (pg.block_size & (pg.block_size - 1)) == 0 && pg.block_size <= (int64_t(1) << 20) &&
+      pg.window == 0 && cap > 0 && cap < (int64_t(1) << 30) && pg.l < (int64_t(1) << 30) && pg.blocks < (int64_t(1) << 31) &&
+      pg.b * pg.max_blocks < (int64_t(1) << 31) && is_aligned(q, 16) && is_aligned(k_cache, 16) &&
+      is_aligned(v_cache, 16) && is_aligned(out, 16);
+  if (!covered || !wgmma_usable()) return false;
+  if (pg.b * pg.hq * pg.l == 0) return true;
+  HopperArgs a;
+  attention::Geometry& g = a.g;
+  g.b = pg.b;
+  g.hq = pg.hq;
+  g.hkv = pg.hkv;
+  g.lq = pg.l;
+  g.lk = cap;
+  g.d = g.dv = pg.d;
+  g.q_stride[0] = pg.hq * pg.l * pg.d;
+  g.q_stride[1] = pg.l * pg.d;
+  g.q_stride[2] = pg.d;
+  g.causal = true; // (read by nothing in the paged kernels: seen_keys<true> is the rule)
+  g.scale = pg.scale;
+  a.buf.q = q;
+  a.buf.k = k_cache;
+  a.buf.v = v_cache;
+  a.buf.out = out; // no lse: PagedAttention has none
+  a.tables = tables;
+  a.lengths = lengths;
+  a.max_blocks = static_cast<int>(pg.max_blocks);
+  a.cache_blocks = static_cast<int>(pg.blocks);
+  while ((int64_t(1) << a.bs_log2) < pg.block_size) ++a.bs_log2;
+  a.scale_log2 = pg.scale * kLog2e;
+  a.pipelined = pipelined_schedule();
+  const bool launched = dtype == float16 ? launch_for_head<__half, true>(a) : launch_for_head<__nv_bfloat16, true>(a);
+  if (!launched) return false;
+  const int64_t heads = g.b * g.hq;
+  if (heads > 0x7fffffff) throw std::invalid_argument("[paged_attention] too many (sequence, head) pairs.");
+  if (dtype == float16) uniform_rows_kernel<__half><<<static_cast<unsigned>(heads), 128, 0, stream()>>>(a);
+  else uniform_rows_kernel<__nv_bfloat16><<<static_cast<unsigned>(heads), 128, 0, stream()>>>(a);
+  check_launch("uniform_rows_kernel");
+  return true;
 }
 
 } // namespace nuvec::cu

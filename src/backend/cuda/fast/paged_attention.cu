@@ -33,7 +33,9 @@
 // Positions past a block's last visible one are never read (a NaN in an unused cache slot
 // cannot leak into an output, where the fallback's 0 · NaN would). Prefill (large L) runs the
 // same kernel with more row chunks: correct, and each chunk stops at its last visible position,
-// but every chunk re-reads its K and V (from L2 mostly); a tensor-core prefill is future work.
+// but every chunk re-reads its K and V (from L2 mostly). On Hopper, with its forward enabled
+// (NUVEC_ATTENTION_HOPPER=1), float16 / bfloat16 prefill runs attention_hopper.cu's
+// warp-specialised kernel through the block tables instead (attention_hopper_paged).
 //
 // paged_write_kernel: the cache is copied into the output first (copy_elements: one
 // cudaMemcpyAsync for a dense cache), then every (row n, key head h) is copied to its slot in
@@ -58,6 +60,7 @@
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
 #include "fast/attention.h"
+#include "fast/attention_plan.h"
 
 namespace nuvec {
 
@@ -661,6 +664,11 @@ void paged_attention(
     throw std::invalid_argument(
         "[paged_attention] sinks and windows run on the tensor-core decode kernel only (float16 or bfloat16, at most " +
         std::to_string(kPagedRows) + " query rows a key head); got " + std::to_string(g.hq / g.hkv * g.l) + " rows.");
+  }
+  // Prefill on Hopper (when its forward is enabled: fast::hopper_forward_enabled).
+  if (fast::hopper_forward_enabled() &&
+      attention_hopper_paged(dtype, g, q, k_cache, v_cache, tables, lengths, out)) {
+    return;
   }
   PagedParams p{};
   p.q = q;
