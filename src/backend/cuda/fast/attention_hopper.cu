@@ -334,7 +334,7 @@ struct HopperConsumer {
   /// does its softmax. Warpgroup 0 issues first: warpgroup 1 arrives on 3 once up front and
   /// skips its last arrival, so that both barriers end balanced.
   __device__ __forceinline__ void run_pipelined(int n_begin, int tiles, const StageBarriers<kStages>& bars) {
-    if (tiles <= 0) return; // (never under the coverage; before the barriers, both warpgroups alike)
+    if (tiles <= 0) return; // (paged rows that see nothing; before the barriers, both warpgroups alike)
     const auto turn = [&] { // wait for this warpgroup's turn to issue
       if (c == 0) bar_sync<3, 256>();
       else bar_sync<4, 256>();
