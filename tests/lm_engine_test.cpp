@@ -356,6 +356,7 @@ TEST_P(EngineLeaks, NoBlockLeaksUnderRandomCancellations) {
   EXPECT_EQ(st.state_slots, GetParam() == "qwen3_next" ? options.max_running : 0);
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.waiting, 0);
+  EXPECT_EQ(st.prefix_states, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Lm, EngineLeaks, ::testing::Values("llama", "qwen3_next"));
@@ -363,10 +364,11 @@ INSTANTIATE_TEST_SUITE_P(Lm, EngineLeaks, ::testing::Values("llama", "qwen3_next
 // A hybrid model (Gated DeltaNet layers): with fewer state rows than requests, each row
 // serves several sequences in turn (a new one never reads what the last left); bucketed
 // decode steps pad with rows no sequence holds, then spare rows (max_running and
-// max_batch_tokens not powers of two, a budget below max_running); with prefix sharing
-// asked for, no block is shared (a block's recurrent state is not kept). The tokens are the
-// dense path's, and every row is free at the end.
-TEST(LmEngine, HybridStateRowsAreReusedAndPrefixesNotShared) {
+// max_batch_tokens not powers of two, a budget below max_running); the requests share a
+// 12-token prefix, which later admissions take from a state snapshot (prefix_state_rows
+// default), or never without snapshot rows (prefix_state_rows 0). The tokens are the dense
+// path's either way, and every row, block and snapshot is free at the end.
+TEST(LmEngine, HybridStateRowsAreReusedAndPrefixesSharedThroughSnapshots) {
   Model model = Model::load(fixture("qwen3_next"), float32);
   auto ps = prompts(model.config().vocab_size, 9, 41);
   std::vector<int> prefix(12, 5);
@@ -381,22 +383,90 @@ TEST(LmEngine, HybridStateRowsAreReusedAndPrefixesNotShared) {
     g.stop_at_eos = false;
     want.push_back(generate_tokens(model, ps[i], g).tokens);
   }
-  for (auto [running, budget] : {std::pair{2, 16}, std::pair{5, 3}, std::pair{6, 100}, std::pair{7, 5}}) {
-    SCOPED_TRACE("max_running " + std::to_string(running) + ", max_batch_tokens " + std::to_string(budget));
-    EngineOptions options = small_engine(4, 128, budget);
-    options.max_running = running;
-    ASSERT_TRUE(options.prefix_sharing && options.compiled_steps);
-    Engine engine(model, options);
-    std::vector<EngineResult> got(requests.size());
-    submit_range(engine, requests, got, 0, requests.size());
-    engine.run_until_idle();
-    EngineStats st = engine.stats();
-    EXPECT_EQ(st.shared_block_hits, 0);
-    EXPECT_EQ(st.state_slots, running);
-    EXPECT_EQ(st.free_state_slots, running);
-    EXPECT_EQ(st.free_blocks, st.total_blocks);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
+  for (int snapshot_rows : {-1, 0}) {
+    for (auto [running, budget] : {std::pair{2, 16}, std::pair{5, 3}, std::pair{6, 100}, std::pair{7, 5}}) {
+      SCOPED_TRACE("max_running " + std::to_string(running) + ", max_batch_tokens " + std::to_string(budget) +
+                   ", prefix_state_rows " + std::to_string(snapshot_rows));
+      EngineOptions options = small_engine(4, 128, budget);
+      options.max_running = running;
+      options.prefix_state_rows = snapshot_rows;
+      ASSERT_TRUE(options.prefix_sharing && options.compiled_steps);
+      Engine engine(model, options);
+      std::vector<EngineResult> got(requests.size());
+      submit_range(engine, requests, got, 0, requests.size());
+      engine.run_until_idle();
+      EngineStats st = engine.stats();
+      if (snapshot_rows == 0) EXPECT_EQ(st.shared_block_hits, 0);
+      // Admitted over several steps (max_running below 9), later requests find the prefix.
+      if (snapshot_rows != 0 && running < 6) EXPECT_GT(st.shared_block_hits, 0);
+      EXPECT_EQ(st.state_slots, running);
+      EXPECT_EQ(st.free_state_slots, running);
+      EXPECT_EQ(st.free_blocks, st.total_blocks);
+      EXPECT_EQ(st.prefix_states, 0) << "snapshots go with their blocks";
+      for (size_t i = 0; i < requests.size(); ++i) {
+        EXPECT_EQ(got[i].tokens, want[i]) << "request " << i;
+      }
+    }
+  }
+}
+
+// Hybrid prefix sharing (qwen3_next, blocks of 4). A long-running first request keeps its
+// state at its last full prompt block (12 of 15 tokens: its first chunk stops there). Requests
+// with its 13-token prefix and other suffixes take the first 3 blocks and that state. Of the
+// requests with a second, 9-token prefix, the first publishes it, the second finds it without
+// a state, computes it and keeps one at its end (a chunk stops at 8), and the third starts
+// there. A request extending the first one's prompt starts from its state too. With one
+// snapshot row the two prefixes evict each other's states. The tokens are those of an engine
+// without sharing, compiled steps or not, and no snapshot, block or row is left at the end.
+TEST(LmEngine, HybridPrefixSharingGivesTheSameTokens) {
+  Model model = Model::load(fixture("qwen3_next"), float32);
+  const int V = model.config().vocab_size;
+  auto suffixes = prompts(V, 6, 17);
+  std::vector<int> prefix_a = prompts(V, 1, 5)[0], prefix_b = prompts(V, 1, 6)[0];
+  prefix_a.resize(13, 3);
+  prefix_b.resize(9, 4);
+  std::vector<EngineRequest> requests;
+  std::vector<int> first = prefix_a;
+  first.insert(first.end(), {1, 2});
+  requests.push_back(greedy(first, 30));
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int> p = i % 2 ? prefix_b : prefix_a;
+    p.insert(p.end(), suffixes[i].begin(), suffixes[i].end());
+    requests.push_back(greedy(p, 5));
+  }
+  std::vector<int> extended = first;
+  extended.insert(extended.end(), {7, 8, 9});
+  requests.push_back(greedy(extended, 5));
+  EngineOptions plain = small_engine(4, 256, 64);
+  plain.prefix_sharing = false;
+  const std::vector<EngineResult> want = generate_batch(model, requests, plain);
+  for (int rows : {-1, 1}) {
+    for (bool compiled : {true, false}) {
+      SCOPED_TRACE("prefix_state_rows " + std::to_string(rows) + (compiled ? ", compiled" : ", plain steps"));
+      EngineOptions options = small_engine(4, 256, 64);
+      options.prefix_state_rows = rows;
+      options.compiled_steps = compiled;
+      Engine engine(model, options);
+      std::vector<EngineResult> got(requests.size());
+      int most_states = 0;
+      for (size_t i = 0; i < requests.size(); ++i) {
+        engine.submit(requests[i], {}, [&got, i](const EngineResult& r) { got[i] = r; });
+        engine.step(); // one at a time, so later ones find the published blocks and states
+        most_states = std::max(most_states, engine.stats().prefix_states);
+      }
+      engine.run_until_idle();
+      EngineStats st = engine.stats();
+      EXPECT_GE(st.shared_block_hits, rows == 1 ? 3 : 9);
+      // Each request keeps its last full prompt block's state too: one row bounds them.
+      if (rows == 1) EXPECT_EQ(most_states, 1);
+      else EXPECT_GE(most_states, 3);
+      EXPECT_EQ(st.prefix_states, 0);
+      EXPECT_EQ(st.free_blocks, st.total_blocks);
+      EXPECT_EQ(st.free_state_slots, st.state_slots);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        EXPECT_EQ(got[i].finish_reason, "length") << "request " << i;
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+      }
     }
   }
 }

@@ -17,6 +17,8 @@ class BlockAllocator {
 
   int total() const { return static_cast<int>(refs_.size()); }
   int free_count() const { return static_cast<int>(free_.size()); }
+  /// Users of block b (0: free).
+  int refs(int b) const { return refs_.at(b); }
 
   /// A free block with one reference, or nullopt when none is free.
   std::optional<int> allocate();

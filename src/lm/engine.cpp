@@ -51,6 +51,8 @@ struct Engine::Impl {
     int max_new = 0;         // max_tokens bounded by the context
     std::vector<int> blocks; // block table
     int state_slot = -1;     // its row in the Gated DeltaNet state pools (hybrid models)
+    int restore_from = -1;   // hybrid: the snapshot row its state starts from (shared prefix)
+    std::vector<int> snapshot_at; // hybrid: positions (ascending) whose state to keep
     int computed = 0;        // positions whose keys and values are in the pools
     int published = 0;       // leading full blocks offered for prefix sharing
     int64_t admitted = -1;   // first admission's order (preemption takes the latest)
@@ -63,7 +65,9 @@ struct Engine::Impl {
 
   Impl(const Model& model, const EngineOptions& o, int num_blocks)
       : model(model), options(o), blocks(num_blocks), hybrid(model.config().has_linear_layers()),
-        sharing(o.prefix_sharing && !hybrid), state_rows(hybrid ? state_pool_rows(o) : 0) {
+        snapshot_rows(hybrid && o.prefix_sharing ? prefix_state_rows(o) : 0),
+        sharing(o.prefix_sharing && (!hybrid || snapshot_rows > 0)),
+        state_rows(hybrid ? state_pool_rows(o) + snapshot_rows : 0) {
     if (hybrid) {
       for (int r = options.max_running - 1; r >= 0; --r) free_state_slots.push_back(r);
     }
@@ -79,6 +83,10 @@ struct Engine::Impl {
   void make_pools() {
     const ModelConfig& c = model.config();
     forward = nullptr; // its graphs hold the old pools: let them go first
+    // Fresh pools hold no snapshot.
+    snapshots.clear();
+    free_snapshot_rows.clear();
+    for (int r = state_rows - 1; r >= state_rows - snapshot_rows; --r) free_snapshot_rows.push_back(r);
     std::vector<array> ks, vs;
     for (int i = 0; i < c.num_hidden_layers; ++i) {
       auto [k, v] =
@@ -158,16 +166,39 @@ struct Engine::Impl {
     return o.max_running + bucket(n) - n;
   }
 
+  // Snapshot rows of a hybrid model's state pools (EngineOptions::prefix_state_rows).
+  static int prefix_state_rows(const EngineOptions& o) {
+    return o.prefix_state_rows >= 0 ? o.prefix_state_rows : std::max(1, o.max_running / 4);
+  }
+  // Every state pool row: the sequences', the padding spares, the snapshots.
+  static int total_state_rows(const EngineOptions& o) {
+    return state_pool_rows(o) + (o.prefix_sharing ? prefix_state_rows(o) : 0);
+  }
+
   const Model& model;
   EngineOptions options;
   detail::BlockAllocator blocks;
   const bool hybrid; // Gated DeltaNet layers: each running sequence holds a state row
-  // Prefix sharing needs the state at a block's end, which Gated DeltaNet layers do not keep.
+  // Hybrid models: state pool rows that keep the Gated DeltaNet states at a shared prefix's
+  // end (a block's keys and values do not give them), for later sequences to start from.
+  const int snapshot_rows;
+  // Prefix sharing: always for attention-only models; for hybrid ones when there are
+  // snapshot rows (only prefixes whose end state was kept are shared).
   const bool sharing;
   // State pool rows: one per running sequence (max_running), then the spare rows that the
   // padding rows of a bucketed step may need (state_pool_rows): gated_delta_slots requires
-  // distinct rows.
+  // distinct rows; then the snapshot rows.
   const int state_rows;
+  // Hybrid prefix sharing: the snapshot row of the state after the published block that
+  // ends a prefix (block id -> row, last use), and the rows free. A snapshot goes with its
+  // block (the block's content identifies the prefix only while the block lives).
+  struct Snapshot {
+    int row;
+    int64_t used;
+  };
+  std::unordered_map<int, Snapshot> snapshots;
+  std::vector<int> free_snapshot_rows;
+  int64_t snapshot_clock = 0;
   std::vector<int> free_state_slots;
   std::vector<array> k_pools, v_pools;
   std::function<std::vector<array>(const std::vector<array>&)> forward; // null: not compiled
@@ -194,14 +225,89 @@ struct Engine::Impl {
   std::vector<SeqPtr> running;
   int64_t admissions = 0;
 
+  // One user of block b less; a block that becomes free takes its snapshot with it.
+  void release_block(int b) {
+    blocks.release(b);
+    if (blocks.refs(b) == 0) {
+      if (auto it = snapshots.find(b); it != snapshots.end()) {
+        free_snapshot_rows.push_back(it->second.row);
+        snapshots.erase(it);
+      }
+    }
+  }
+
   // Frees s's blocks and state row; it starts afresh when admitted again.
   void release_blocks(Sequence& s) {
-    for (int b : s.blocks) blocks.release(b);
+    for (int b : s.blocks) release_block(b);
     s.blocks.clear();
     s.computed = 0;
     s.published = 0;
     if (s.state_slot >= 0) free_state_slots.push_back(s.state_slot);
     s.state_slot = -1;
+    s.restore_from = -1;
+    s.snapshot_at.clear();
+  }
+
+  // Copies state row `from` into row `to` in every Gated DeltaNet layer's pools (conv inputs
+  // in k_pools, recurrent states in v_pools), evaluated at once.
+  void copy_state_row(int from, int to) {
+    const ModelConfig& c = model.config();
+    std::vector<array> changed;
+    for (int i = 0; i < c.num_hidden_layers; ++i) {
+      if (!c.is_linear_layer(i)) continue;
+      k_pools[i] = detail::copy_pool_row(k_pools[i], from, to);
+      v_pools[i] = detail::copy_pool_row(v_pools[i], from, to);
+      changed.push_back(k_pools[i]);
+      changed.push_back(v_pools[i]);
+    }
+    eval(changed);
+  }
+
+  // The published block that ends the prefix of s's first n full blocks (the one
+  // share_prefix finds for those tokens: a block equal to one published before is not
+  // published itself), or -1 when there is none.
+  int published_block(const Sequence& s, int n) const {
+    const int bs = options.block_size;
+    int parent = -1;
+    for (int i = 0; i < n; ++i) {
+      std::vector<int> content(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
+      auto b = blocks.find_prefix(parent, content);
+      if (!b) return -1;
+      parent = *b;
+    }
+    return parent;
+  }
+
+  // Keeps s's state (at its position `computed`, a block boundary) in a snapshot row, the
+  // least recently used one when none is free, under the published block ending that prefix.
+  void take_snapshot(Sequence& s) {
+    const int block = published_block(s, s.computed / options.block_size);
+    if (block < 0) return;
+    if (auto it = snapshots.find(block); it != snapshots.end()) {
+      it->second.used = ++snapshot_clock;
+      return;
+    }
+    if (free_snapshot_rows.empty()) {
+      auto lru = std::min_element(snapshots.begin(), snapshots.end(),
+                                  [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+      free_snapshot_rows.push_back(lru->second.row);
+      snapshots.erase(lru);
+    }
+    const int row = free_snapshot_rows.back();
+    free_snapshot_rows.pop_back();
+    copy_state_row(s.state_slot, row);
+    snapshots[block] = {row, ++snapshot_clock};
+  }
+
+  // The end of the next chunk of s within `budget` tokens: up to its last token, stopping at
+  // the next position whose state is to be kept (hybrid prefix sharing), so that the state
+  // there exists at a step's end.
+  static int chunk_end(const Sequence& s, int budget) {
+    int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
+    for (int at : s.snapshot_at) {
+      if (at > s.computed && at < end) return at;
+    }
+    return end;
   }
 
   // Ends s (already out of waiting/running): frees its blocks and reports.
@@ -252,6 +358,12 @@ struct Engine::Impl {
   // Prefix sharing for a sequence with nothing computed: its leading full blocks that another
   // sequence published (always leaving its last known token to compute, for the logits).
   // Returns how many blocks it took.
+  //
+  // A hybrid model's sequence takes the chain only up to its deepest block with a state
+  // snapshot (restored into its row at admission: restore_from), and marks where its own
+  // state is to be kept: at the end of the chain others published (which a third sequence
+  // with this prefix will then find) and at its last full block before the last token (for
+  // a later request that extends this one, a chat's next turn).
   int share_prefix(Sequence& s) {
     const int bs = options.block_size;
     int parent = -1, taken = 0;
@@ -267,7 +379,25 @@ struct Engine::Impl {
       parent = *b;
       ++taken;
     }
-    return taken;
+    if (!hybrid) return taken;
+    int keep = taken;
+    while (keep > 0 && !snapshots.count(s.blocks[keep - 1])) --keep;
+    while (int(s.blocks.size()) > keep) {
+      release_block(s.blocks.back()); // still held by its publisher: not freed
+      s.blocks.pop_back();
+    }
+    s.computed = keep * bs;
+    s.published = keep;
+    if (keep > 0) {
+      Snapshot& snap = snapshots.at(s.blocks[keep - 1]);
+      snap.used = ++snapshot_clock;
+      s.restore_from = snap.row;
+    }
+    s.snapshot_at.clear();
+    if (taken > keep) s.snapshot_at.push_back(taken * bs);
+    const int last_full = (int(s.tokens.size()) - 1) / bs * bs;
+    if (last_full > std::max(keep, taken) * bs) s.snapshot_at.push_back(last_full);
+    return keep;
   }
 
   void publish_full_blocks(Sequence& s) {
@@ -332,7 +462,7 @@ bool Engine::Impl::step() {
   bool preempted = false;
   for (size_t i = 0; i < running.size() && budget > 0;) {
     Sequence& s = *running[i];
-    const int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
+    const int end = chunk_end(s, budget);
     if (!reserve(s, end)) {
       // No block left: the latest admitted sequence (it may be s itself) is recomputed later.
       preempt_latest(i);
@@ -348,7 +478,7 @@ bool Engine::Impl::step() {
   while (!preempted && !waiting.empty() && budget > 0 && int(running.size()) < options.max_running) {
     Sequence& s = *waiting.front();
     const int shared = sharing ? share_prefix(s) : 0;
-    const int end = s.computed + std::min(int(s.tokens.size()) - s.computed, budget);
+    const int end = chunk_end(s, budget);
     if (!reserve(s, end)) {
       release_blocks(s); // admitted later, when blocks are free
       break;
@@ -365,6 +495,10 @@ bool Engine::Impl::step() {
       // sequence's first range is fresh).
       s.state_slot = free_state_slots.back();
       free_state_slots.pop_back();
+      if (s.restore_from >= 0) {
+        copy_state_row(s.restore_from, s.state_slot); // the shared prefix's state
+        s.restore_from = -1;
+      }
     }
     batch.push_back({&s, s.computed, end});
     budget -= end - s.computed;
@@ -492,8 +626,13 @@ bool Engine::Impl::step() {
     for (auto& r : running) endings.push_back({r.get(), "error: " + error});
   } else {
     for (auto& b : batch) {
-      b.seq->computed = b.end;
-      if (sharing) publish_full_blocks(*b.seq);
+      Sequence& s = *b.seq;
+      s.computed = b.end;
+      if (sharing) publish_full_blocks(s);
+      while (hybrid && sharing && !s.snapshot_at.empty() && s.snapshot_at.front() <= s.computed) {
+        if (s.snapshot_at.front() == s.computed) take_snapshot(s);
+        s.snapshot_at.erase(s.snapshot_at.begin());
+      }
     }
     const auto& eos = model.config().eos_token_ids;
     for (size_t i = 0; i < sampled.size(); ++i) {
@@ -540,6 +679,9 @@ bool Engine::Impl::step() {
 
 Engine::Engine(const Model& model, EngineOptions options) : model_(model), options_(options) {
   const ModelConfig& c = model.config();
+  if (options_.prefix_state_rows < -1 || options_.prefix_state_rows > (1 << 30)) {
+    fail("prefix_state_rows must be -1 (the default) or in [0, 2^30]; got " + std::to_string(options_.prefix_state_rows));
+  }
   if (options_.block_size <= 0 || options_.max_batch_tokens <= 0 || options_.max_running <= 0 ||
       options_.num_blocks < 0) {
     fail("block_size, max_batch_tokens and max_running must be positive and num_blocks non-negative; got " +
@@ -572,11 +714,12 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
       }
       const auto info = device_info(Device::gpu);
       const double free = double(std::get<size_t>(info.at("free_memory"))) + double(get_cache_memory());
-      const double states = per_state_row * Impl::state_pool_rows(options_);
+      const double states = per_state_row * Impl::total_state_rows(options_);
       const double budget = options_.gpu_memory_fraction * free;
       if (states > 0.0 && states >= budget) {
-        fail("the Gated DeltaNet state pools (" + std::to_string(Impl::state_pool_rows(options_)) + " rows for " +
-           std::to_string(options_.max_running) + " sequences, max_running, and the padding of bucketed steps) need " +
+        fail("the Gated DeltaNet state pools (" + std::to_string(Impl::total_state_rows(options_)) + " rows for " +
+           std::to_string(options_.max_running) +
+             " sequences, max_running, the padding of bucketed steps and prefix_state_rows) need " +
              std::to_string(states / double(1 << 30)) + " GiB, more than the " +
              std::to_string(budget / double(1 << 30)) + " GiB that gpu_memory_fraction leaves; lower max_running");
       }
@@ -592,9 +735,10 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   } catch (const std::exception& e) {
     throw std::runtime_error("[lm.Engine] cannot allocate the pools of " + std::to_string(options_.num_blocks) +
                              " KV blocks (num_blocks)" +
-                             (c.has_linear_layers() ? " and " + std::to_string(Impl::state_pool_rows(options_)) +
+                             (c.has_linear_layers() ? " and " + std::to_string(Impl::total_state_rows(options_)) +
                                                           " state rows (max_running " +
-                                                          std::to_string(options_.max_running) + " and padding spares)"
+                                                          std::to_string(options_.max_running) +
+                                                          ", padding spares and prefix_state_rows)"
                                                     : std::string()) +
                              ": " + e.what());
   }
@@ -678,6 +822,7 @@ bool Engine::step() {
   std::lock_guard<std::mutex> lk(impl_->mtx);
   impl_->stats.free_blocks = impl_->blocks.free_count();
   impl_->stats.free_state_slots = int(impl_->free_state_slots.size());
+  impl_->stats.prefix_states = int(impl_->snapshots.size());
   impl_->stats.running = int(impl_->running.size());
   impl_->stats.waiting = int(impl_->waiting.size() + impl_->inbox.size());
   return more;

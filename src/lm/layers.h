@@ -87,6 +87,11 @@ struct DeltaSequenceOps {
 /// Rows [from, from + B·L) of t [N, ...] as [B, L, ...]: B sequences of L tokens.
 array sequence_rows(const array& t, int from, int B, int L);
 
+/// A state pool [P, H, R, D] (a Gated DeltaNet layer's conv or recurrent pool, rows as blocks)
+/// with row `to` replaced by row `from` (the serving engine's prefix-state snapshots). Row
+/// `from` is read (and evaluated) first, so that the write may update the pool in place.
+array copy_pool_row(const array& pool, int from, int to);
+
 /// The state of n sequences in a Gated DeltaNet layer: the conv's last K − 1 inputs
 /// [n, K − 1, conv_dim] (in the model's dtype) and the recurrent state [n, Hv, Dv, Dk]
 /// (float32).

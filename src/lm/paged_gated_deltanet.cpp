@@ -8,6 +8,7 @@
 // range's final state in place; gated_delta_slots updates the recurrent rows it reads.
 #include "layers.h"
 #include "nuvec/ops.h"
+#include "nuvec/transforms.h"
 
 namespace nuvec::lm::detail {
 
@@ -23,6 +24,14 @@ array store_rows(const array& pool, const array& slots, const array& rows_nhd) {
 }
 
 } // namespace
+
+array copy_pool_row(const array& pool, int from, int to) {
+  const int H = pool.shape(1), R = pool.shape(2), D = pool.shape(3);
+  if (R == 0 || from == to) return pool;
+  array row = contiguous(transpose(reshape(slice(pool, {from, 0, 0, 0}, {from + 1, H, R, D}), {H, R, D}), {1, 0, 2}));
+  eval(row); // read before the write below may take the pool's buffer
+  return store_rows(pool, array({to}, int32), row);
+}
 
 array paged_linear_attention(const ModelConfig& c, const WeightMap& w, int layer, const array& x,
                              const PagedBatch& b, array& conv_pool, array& state_pool) {

@@ -19,7 +19,12 @@
 // written by fast::gated_delta_slots), as vLLM's Mamba cache; the row is taken at admission
 // and freed with the blocks. Their decodes run together; each prompt
 // chunk runs its conv and recurrence alone. A preempted sequence recomputes its state from
-// its tokens; prefix sharing is off for them (a block's state is not kept).
+// its tokens. Prefix sharing needs the Gated DeltaNet states at the prefix's end, which the
+// blocks do not hold: the engine keeps them in snapshot rows of the state pools (vLLM's
+// prefix caching of Mamba states, at block boundaries). A sequence that finds another's
+// published prefix without a snapshot computes it and stops a chunk at the prefix's end to
+// keep one, for the next sequence with that prefix; each sequence also keeps the state at its
+// last full prompt block (a later request extending it, a chat's next turn, starts there).
 #pragma once
 
 #include <atomic>
@@ -52,8 +57,14 @@ struct EngineOptions {
   /// layer's state pools (with the spare rows of num_blocks' note), allocated when the engine
   /// starts (Qwen3-Next-80B: about 74 MiB a row).
   int max_running = 256;
-  /// Share full prompt blocks with equal tokens (models without Gated DeltaNet layers).
+  /// Share full prompt blocks with equal tokens. In a hybrid model a prefix is shared only
+  /// where its Gated DeltaNet states were kept (prefix_state_rows).
   bool prefix_sharing = true;
+  /// Hybrid models with prefix_sharing: rows of every Gated DeltaNet layer's state pools that
+  /// keep the states at the end of a shared prefix (a block's keys and values do not give
+  /// them), least recently used first out; a snapshot lives as long as its prefix's blocks.
+  /// -1: max(1, max_running / 4); 0: no prefix sharing in hybrid models.
+  int prefix_state_rows = -1;
   /// Pad each step to a bucket (tokens, sampled rows and block-table width each to a power of
   /// two) and run its forward pass through compile_graph: on a GPU each bucket is captured once
   /// as a CUDA graph and replayed (GraphReplay in compile.h); on the CPU compile replays the trace.
@@ -96,10 +107,12 @@ struct EngineStats {
   /// Gated DeltaNet state rows that sequences can hold (max_running; 0 without such layers).
   int state_slots = 0;
   int free_state_slots = 0;     ///< Of them, held by no sequence.
+  int prefix_states = 0;        ///< Hybrid prefix sharing: state snapshots kept.
 };
 
 /// A continuous-batching engine over a Model of any supported architecture (GPT-OSS's sinks
-/// and sliding windows go through paged_attention's fallback graph: no kernel takes them).
+/// and sliding windows go through paged_attention: on a GPU its tensor-core decode kernel for
+/// the engine's one-token rows, elsewhere its fallback graph).
 /// submit() and cancel() may be called from any thread; steps run on the thread that calls
 /// step()/run_until_idle(), or on the engine's own thread after start().
 class Engine {

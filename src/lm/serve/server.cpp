@@ -81,7 +81,8 @@ struct Server::Impl {
                           {"free_blocks", s.free_blocks},
                           {"total_blocks", s.total_blocks},
                           {"free_state_slots", s.free_state_slots},
-                          {"state_slots", s.state_slots}};
+                          {"state_slots", s.state_slots},
+                          {"prefix_states", s.prefix_states}};
       res.set_content(serve::dump(j), "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
