@@ -84,6 +84,8 @@ const char* kUsage =
     "  --max-batch-tokens N    tokens one engine step computes (default 512)\n"
     "  --max-running N         sequences decoded at once (default 256)\n"
     "  --no-prefix-sharing     do not share equal prompt blocks between requests\n"
+    "  --prefix-state-rows N   hybrid models: Gated DeltaNet state snapshots kept for prefix\n"
+    "                          sharing (default max-running / 4; 0: no sharing for them)\n"
     "  --threads N             HTTP connections served at once (default 128)\n"
     "  --log                   a line on stderr per request\n"
     "  --dtype T  --device cpu|gpu   as generate\n"
@@ -396,7 +398,8 @@ volatile sig_atomic_t g_stop_signal = 0;
 int cmd_serve(int argc, char** argv) {
   Flags f = parse(argc, argv, {"no-prefix-sharing", "no-cuda-graphs", "log"},
                   {"model", "host", "port", "model-name", "chat-template", "block-size", "num-blocks",
-                   "gpu-memory-fraction", "max-batch-tokens", "max-running", "threads", "dtype", "device"});
+                   "gpu-memory-fraction", "max-batch-tokens", "max-running", "prefix-state-rows", "threads", "dtype",
+                   "device"});
   if (!f.has("model")) {
     usage_error("serve needs --model");
   }
@@ -417,6 +420,7 @@ int cmd_serve(int argc, char** argv) {
   eo.max_batch_tokens = int(f.number("max-batch-tokens", eo.max_batch_tokens, 1, 1e9));
   eo.max_running = int(f.number("max-running", eo.max_running, 1, 1e9));
   eo.prefix_sharing = !f.has("no-prefix-sharing");
+  eo.prefix_state_rows = int(f.number("prefix-state-rows", eo.prefix_state_rows, -1, 1 << 30));
   eo.gpu_memory_fraction = float(f.number("gpu-memory-fraction", eo.gpu_memory_fraction, 1e-6, 1.0));
   eo.compiled_steps = !f.has("no-cuda-graphs");
   try {
