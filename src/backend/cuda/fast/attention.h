@@ -74,6 +74,24 @@ struct PagedGeometry {
   float scale = 1.0f;
   int window = 0; // 0: none; else query l sees positions [e − window, e) of its end e
 };
+/// The attention::Geometry of a paged call's queries as the paged kernels read it: B, Hq,
+/// Hkv, Lq = L, Lk = the capacity max_blocks · block_size, D = Dv, q row-contiguous, the
+/// scale (the key rule, window and sinks are each kernel's own).
+inline attention::Geometry paged_query_geometry(const PagedGeometry& pg) {
+  attention::Geometry g;
+  g.b = pg.b;
+  g.hq = pg.hq;
+  g.hkv = pg.hkv;
+  g.lq = pg.l;
+  g.lk = pg.max_blocks * pg.block_size;
+  g.d = g.dv = pg.d;
+  g.q_stride[0] = pg.hq * pg.l * pg.d;
+  g.q_stride[1] = pg.l * pg.d;
+  g.q_stride[2] = pg.d;
+  g.scale = pg.scale;
+  return g;
+}
+
 void paged_attention(Dtype dtype, const PagedGeometry& g, const void* q, const void* k_cache, const void* v_cache,
                      const int32_t* tables, const int32_t* lengths, const void* sinks, void* out);
 

@@ -739,18 +739,8 @@ bool attention_hopper_paged(Dtype dtype, const PagedGeometry& pg, const void* q,
   if (!covered || !wgmma_usable()) return false;
   if (pg.b * pg.hq * pg.l == 0) return true;
   HopperArgs a;
-  attention::Geometry& g = a.g;
-  g.b = pg.b;
-  g.hq = pg.hq;
-  g.hkv = pg.hkv;
-  g.lq = pg.l;
-  g.lk = cap;
-  g.d = g.dv = pg.d;
-  g.q_stride[0] = pg.hq * pg.l * pg.d;
-  g.q_stride[1] = pg.l * pg.d;
-  g.q_stride[2] = pg.d;
-  g.causal = true; // (read by nothing in the paged kernels: seen_keys<true> is the rule)
-  g.scale = pg.scale;
+  a.g = paged_query_geometry(pg); // the key rule: seen_keys<true>
+  const attention::Geometry& g = a.g;
   a.buf.q = q;
   a.buf.k = k_cache;
   a.buf.v = v_cache;

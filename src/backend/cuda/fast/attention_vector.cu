@@ -1320,17 +1320,7 @@ bool paged_attention_tc(
       cap > (int64_t(1) << 30)) {
     return false;
   }
-  attention::Geometry g;
-  g.b = pg.b;
-  g.hq = pg.hq;
-  g.hkv = pg.hkv;
-  g.lq = pg.l;
-  g.lk = cap;
-  g.d = g.dv = pg.d;
-  g.q_stride[0] = pg.hq * pg.l * pg.d;
-  g.q_stride[1] = pg.l * pg.d;
-  g.q_stride[2] = pg.d;
-  g.scale = pg.scale;
+  attention::Geometry g = paged_query_geometry(pg);
   g.window = pg.window; // the paged rule's window (g.causal stays false: Keys::kPaged)
   g.has_sinks = sinks != nullptr;
   fast::RouteKey key;
