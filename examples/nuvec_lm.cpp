@@ -85,7 +85,7 @@ const char* kUsage =
     "  --max-running N         sequences decoded at once (default 256)\n"
     "  --no-prefix-sharing     do not share equal prompt blocks between requests\n"
     "  --prefix-state-rows N   hybrid models: Gated DeltaNet state snapshots kept for prefix\n"
-    "                          sharing (default max-running / 4; 0: no sharing for them)\n"
+    "                          sharing (default max-running / 8; 0: no sharing for them)\n"
     "  --threads N             HTTP connections served at once (default 128)\n"
     "  --log                   a line on stderr per request\n"
     "  --dtype T  --device cpu|gpu   as generate\n"

@@ -15,6 +15,7 @@
 #include <thread>
 #include <tuple>
 
+#include "donation_checks.h"
 #include "lm/layers.h"
 #include "lm_fixture.h"
 #include "nuvec/lm/engine.h"
@@ -468,6 +469,59 @@ TEST(LmEngine, HybridPrefixSharingGivesTheSameTokens) {
         EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
       }
     }
+  }
+}
+
+// A sequence that recomputes part of a published prefix (no state snapshot under it) takes the
+// published blocks in place of its equal ones once computed, so that the blocks it publishes
+// after them are found: here B recomputes A's first 2 blocks and publishes 2 more under them,
+// and C, B's prompt extended, takes all 4 with B's state at its end.
+TEST(LmEngine, HybridBlocksAfterARecomputedPrefixAreFound) {
+  Model model = Model::load(fixture("qwen3_next"), float32);
+  const int V = model.config().vocab_size;
+  std::vector<int> a = prompts(V, 1, 21)[0], fresh = prompts(V, 1, 22)[0];
+  a.resize(17, 2);
+  fresh.resize(9, 6);
+  std::vector<int> b(a.begin(), a.begin() + 8);
+  b.insert(b.end(), fresh.begin(), fresh.end()); // 17 tokens: A's first 2 blocks, then its own
+  std::vector<int> c = b;
+  c.insert(c.end(), {1, 2, 3, 4});
+  std::vector<EngineRequest> requests{greedy(a, 40), greedy(b, 20), greedy(c, 4)};
+  EngineOptions options = small_engine(4, 256, 64);
+  options.prefix_state_rows = 8;
+  Engine engine(model, options);
+  std::vector<EngineResult> got(3);
+  std::vector<int64_t> hits;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const int64_t before = engine.stats().shared_block_hits;
+    engine.submit(requests[i], {}, [&got, i](const EngineResult& r) { got[i] = r; });
+    for (int s = 0; s < 3; ++s) engine.step(); // admitted and its prompt computed
+    hits.push_back(engine.stats().shared_block_hits - before);
+  }
+  engine.run_until_idle();
+  EXPECT_EQ(hits, (std::vector<int64_t>{0, 0, 4})) << "B finds A's 2 blocks without a state; C takes B's 4";
+  EngineOptions plain = options;
+  plain.prefix_sharing = false;
+  const std::vector<EngineResult> want = generate_batch(model, requests, plain);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  EXPECT_EQ(engine.stats().free_blocks, engine.stats().total_blocks);
+  EXPECT_EQ(engine.stats().prefix_states, 0);
+}
+
+// Copying a state row (a snapshot, or a restore) updates an unshared pool in place, for the
+// conv pool's one head as for the recurrent pool's several.
+TEST(LmEngine, StateRowCopiesUpdateThePoolInPlace) {
+  for (const Shape& shape : {Shape{10, 1, 3, 128}, Shape{10, 4, 16, 16}}) {
+    array base = astype(arange(0, 10 * shape[1] * shape[2] * shape[3], 1), float32);
+    array pool = nuvec::testing::fresh_buffer(reshape(base, shape));
+    std::weak_ptr<array::Data> buffer = nuvec::testing::watch_buffer(pool);
+    // (a buffer of its own: copy() may share the pool's)
+    const array row7 = nuvec::testing::fresh_buffer(slice(pool, {7, 0, 0, 0}, {8, shape[1], shape[2], shape[3]}));
+    pool = lm::detail::copy_pool_row(pool, 7, 2);
+    eval(pool);
+    EXPECT_EQ(pool.data_shared_ptr(), buffer.lock()) << "the pool was copied";
+    EXPECT_TRUE(array_equal(slice(pool, {2, 0, 0, 0}, {3, shape[1], shape[2], shape[3]}), row7).item<bool>());
+    EXPECT_TRUE(array_equal(slice(pool, {7, 0, 0, 0}, {8, shape[1], shape[2], shape[3]}), row7).item<bool>());
   }
 }
 

@@ -168,7 +168,7 @@ struct Engine::Impl {
 
   // Snapshot rows of a hybrid model's state pools (EngineOptions::prefix_state_rows).
   static int prefix_state_rows(const EngineOptions& o) {
-    return o.prefix_state_rows >= 0 ? o.prefix_state_rows : std::max(1, o.max_running / 4);
+    return o.prefix_state_rows >= 0 ? o.prefix_state_rows : std::max(1, o.max_running / 8);
   }
   // Every state pool row: the sequences', the padding spares, the snapshots.
   static int total_state_rows(const EngineOptions& o) {
@@ -360,10 +360,11 @@ struct Engine::Impl {
   // Returns how many blocks it took.
   //
   // A hybrid model's sequence takes the chain only up to its deepest block with a state
-  // snapshot (restored into its row at admission: restore_from), and marks where its own
-  // state is to be kept: at the end of the chain others published (which a third sequence
-  // with this prefix will then find) and at its last full block before the last token (for
-  // a later request that extends this one, a chat's next turn).
+  // snapshot (restored into its row with its first step: restore_from), and marks where its
+  // own state is to be kept: at the end of the chain others published (which a third
+  // sequence with this prefix will then find) and at its last block boundary (for a later
+  // request that extends this one, a chat's next turn). A chunk stops at each such position
+  // (chunk_end): one more step for the prompt, unless the boundary is the prompt's end.
   int share_prefix(Sequence& s) {
     const int bs = options.block_size;
     int parent = -1, taken = 0;
@@ -395,17 +396,29 @@ struct Engine::Impl {
     }
     s.snapshot_at.clear();
     if (taken > keep) s.snapshot_at.push_back(taken * bs);
-    const int last_full = (int(s.tokens.size()) - 1) / bs * bs;
+    // (The whole prompt when it ends on a block boundary: its last chunk ends there anyway.)
+    const int last_full = int(s.tokens.size()) / bs * bs;
     if (last_full > std::max(keep, taken) * bs) s.snapshot_at.push_back(last_full);
     return keep;
   }
 
+  // Offers s's full blocks for sharing. A block equal to one already published (the same
+  // tokens after the same parent: computed by s beside its publisher, or recomputed because
+  // no state snapshot came with it) is replaced in s's table by the published one, so that
+  // s's later blocks are published under a parent that lookups reach.
   void publish_full_blocks(Sequence& s) {
     const int bs = options.block_size;
     while ((s.published + 1) * bs <= s.computed) {
       const int i = s.published;
+      const int parent = i == 0 ? -1 : s.blocks[i - 1];
       std::vector<int> content(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
-      blocks.publish(s.blocks[i], i == 0 ? -1 : s.blocks[i - 1], std::move(content));
+      if (auto b = blocks.find_prefix(parent, content); b && *b != s.blocks[i]) {
+        blocks.retain(*b);
+        release_block(s.blocks[i]);
+        s.blocks[i] = *b;
+      } else {
+        blocks.publish(s.blocks[i], parent, std::move(content));
+      }
       ++s.published;
     }
   }
@@ -495,10 +508,7 @@ bool Engine::Impl::step() {
       // sequence's first range is fresh).
       s.state_slot = free_state_slots.back();
       free_state_slots.pop_back();
-      if (s.restore_from >= 0) {
-        copy_state_row(s.restore_from, s.state_slot); // the shared prefix's state
-        s.restore_from = -1;
-      }
+      // (A shared prefix's state, restore_from, is copied into the row with the step.)
     }
     batch.push_back({&s, s.computed, end});
     budget -= end - s.computed;
@@ -585,6 +595,14 @@ bool Engine::Impl::step() {
   std::vector<int> next_tokens;
   std::string error;
   try {
+    // Admitted sequences that start from a shared prefix: its state into their rows.
+    for (auto& b : batch) {
+      Sequence& s = *b.seq;
+      if (s.restore_from >= 0) {
+        copy_state_row(s.restore_from, s.state_slot);
+        s.restore_from = -1;
+      }
+    }
     array logits = run_forward(pb);
     const int V = logits.shape(1);
     // Greedy rows without a penalty (the sampler would take their argmax alone) share one
@@ -612,6 +630,17 @@ bool Engine::Impl::step() {
     for (size_t i = 0; i < sampled.size(); ++i) {
       next_tokens.push_back(own[i] < 0 ? g[i] : outs[own[i]].item<int>());
     }
+    // The step's positions are in the pools: publish full blocks, keep the states asked for
+    // (copies of state rows, which fail as the step does).
+    for (auto& b : batch) {
+      Sequence& s = *b.seq;
+      s.computed = b.end;
+      if (sharing) publish_full_blocks(s);
+      while (hybrid && sharing && !s.snapshot_at.empty() && s.snapshot_at.front() <= s.computed) {
+        if (s.snapshot_at.front() == s.computed) take_snapshot(s);
+        s.snapshot_at.erase(s.snapshot_at.begin());
+      }
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -625,15 +654,6 @@ bool Engine::Impl::step() {
     // end with the error and the pools start afresh; waiting sequences hold no blocks.
     for (auto& r : running) endings.push_back({r.get(), "error: " + error});
   } else {
-    for (auto& b : batch) {
-      Sequence& s = *b.seq;
-      s.computed = b.end;
-      if (sharing) publish_full_blocks(s);
-      while (hybrid && sharing && !s.snapshot_at.empty() && s.snapshot_at.front() <= s.computed) {
-        if (s.snapshot_at.front() == s.computed) take_snapshot(s);
-        s.snapshot_at.erase(s.snapshot_at.begin());
-      }
-    }
     const auto& eos = model.config().eos_token_ids;
     for (size_t i = 0; i < sampled.size(); ++i) {
       Sequence& s = *sampled[i];
@@ -682,6 +702,7 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
   if (options_.prefix_state_rows < -1 || options_.prefix_state_rows > (1 << 30)) {
     fail("prefix_state_rows must be -1 (the default) or in [0, 2^30]; got " + std::to_string(options_.prefix_state_rows));
   }
+
   if (options_.block_size <= 0 || options_.max_batch_tokens <= 0 || options_.max_running <= 0 ||
       options_.num_blocks < 0) {
     fail("block_size, max_batch_tokens and max_running must be positive and num_blocks non-negative; got " +
@@ -699,6 +720,14 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
     }
   };
   check_limits();
+  // The state pools' rows: max_running, fewer padding spares than that, the snapshots.
+  if (c.has_linear_layers() &&
+      int64_t(options_.max_running) * 2 + (options_.prefix_sharing ? Impl::prefix_state_rows(options_) : 0) >
+          (int64_t(1) << 30)) {
+    fail("the Gated DeltaNet state pools' rows (max_running, its padding spares and prefix_state_rows) must stay "
+         "within 2^30; got max_running " + std::to_string(options_.max_running) + " and prefix_state_rows " +
+         std::to_string(options_.prefix_state_rows));
+  }
   if (!(options_.gpu_memory_fraction > 0.0f && options_.gpu_memory_fraction <= 1.0f)) {
     fail("gpu_memory_fraction must lie in (0, 1]; got " + std::to_string(options_.gpu_memory_fraction));
   }

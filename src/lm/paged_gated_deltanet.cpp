@@ -28,8 +28,10 @@ array store_rows(const array& pool, const array& slots, const array& rows_nhd) {
 array copy_pool_row(const array& pool, int from, int to) {
   const int H = pool.shape(1), R = pool.shape(2), D = pool.shape(3);
   if (R == 0 || from == to) return pool;
-  array row = contiguous(transpose(reshape(slice(pool, {from, 0, 0, 0}, {from + 1, H, R, D}), {H, R, D}), {1, 0, 2}));
-  eval(row); // read before the write below may take the pool's buffer
+  // take allocates the row (a slice, even made contiguous, may stay a view of the pool's
+  // buffer, which would keep the write below from updating the pool in place).
+  array row = contiguous(transpose(reshape(take(pool, array({from}, int32), 0), {H, R, D}), {1, 0, 2}));
+  eval(row); // read before the write below takes the pool's buffer
   return store_rows(pool, array({to}, int32), row);
 }
 

@@ -25,6 +25,9 @@
 // published prefix without a snapshot computes it and stops a chunk at the prefix's end to
 // keep one, for the next sequence with that prefix; each sequence also keeps the state at its
 // last full prompt block (a later request extending it, a chat's next turn, starts there).
+// Those stops move chunk boundaries, and so float rounding: a near-tie (an MoE router's,
+// say) may then resolve otherwise than without sharing, as it may under another
+// max_batch_tokens.
 #pragma once
 
 #include <atomic>
@@ -63,7 +66,8 @@ struct EngineOptions {
   /// Hybrid models with prefix_sharing: rows of every Gated DeltaNet layer's state pools that
   /// keep the states at the end of a shared prefix (a block's keys and values do not give
   /// them), least recently used first out; a snapshot lives as long as its prefix's blocks.
-  /// -1: max(1, max_running / 4); 0: no prefix sharing in hybrid models.
+  /// -1: max(1, max_running / 8) (Qwen3-Next-80B at max_running 256: 32 rows, about 2.3 GiB
+  /// taken before the KV blocks); 0: no prefix sharing in hybrid models.
   int prefix_state_rows = -1;
   /// Pad each step to a bucket (tokens, sampled rows and block-table width each to a power of
   /// two) and run its forward pass through compile_graph: on a GPU each bucket is captured once
