@@ -440,6 +440,70 @@ TEST(FastGatedDelta, GradientsOfEveryInput) {
   }
 }
 
+// The backward kernel (GatedDeltaVjp, the recurrence run backwards over chunks recomputed from
+// checkpoints) against the vjp of the fallback graph, in float64: T across the checkpoint
+// chunks of kGatedDeltaVjpChunk (1, 63, 64, 65, 200), Hv / Hk 1, 2 and 4 (dq and dk summed
+// over value heads), odd head sizes; cotangents of both outputs, of y alone (the state's
+// zeros) and of the state alone. On the CPU, where the node is recorded.
+TEST(FastGatedDelta, BackwardKernelMatchesTheFallbackVjp) {
+  if (default_device() != Device::cpu) GTEST_SKIP() << "GatedDeltaVjp is recorded on the CPU";
+  for (const Case& c : {Case{2, 1, 1, 1, 5, 3}, Case{1, 63, 2, 4, 8, 5}, Case{2, 64, 1, 2, 33, 7},
+                        Case{1, 65, 2, 2, 16, 16}, Case{1, 200, 1, 4, 9, 6}}) {
+    SCOPED_TRACE(describe(c));
+    const Inputs in = make_inputs(c, float64, float64);
+    const std::vector<array> primals{in.q, in.k, in.v, in.g, in.beta, in.state};
+    const array dy = randn({c.b, c.t, c.hv, c.dv}, float64), ds = randn({c.b, c.hv, c.dv, c.dk}, float64);
+    for (int which = 0; which < 3; ++which) {
+      SCOPED_TRACE(which == 0 ? "both cotangents" : which == 1 ? "y's alone" : "the state's alone");
+      const std::vector<array> cot{which == 2 ? zeros_like(dy) : dy, which == 1 ? zeros_like(ds) : ds};
+      auto [outs, grads] = vjp([](const std::vector<array>& x) {
+        auto [y, s] = fast::gated_delta(x[0], x[1], x[2], x[3], x[4], x[5]);
+        return std::vector<array>{y, s};
+      }, primals, cot);
+      ASSERT_TRUE(grads[0].has_primitive());
+      EXPECT_STREQ(grads[0].primitive().name(), "GatedDeltaVjp");
+      auto& node = dynamic_cast<fast::FastPrimitive&>(grads[0].primitive());
+      std::vector<array> node_in = primals;
+      node_in.insert(node_in.end(), cot.begin(), cot.end());
+      const std::vector<array> want = node.fallback()(node_in);
+      for (int i = 0; i < 6; ++i) {
+        SCOPED_TRACE("input " + std::to_string(i));
+        ASSERT_EQ(grads[i].shape(), primals[i].shape());
+        expect_allclose(grads[i], want[i], 1e-9, 1e-10);
+      }
+    }
+  }
+}
+
+// The backward kernel in float32 and bfloat16 (bfloat16 q, k, v, g, beta, a float32 state):
+// its gradients in the inputs' dtypes, within their rounding of the float64 ones.
+TEST(FastGatedDelta, BackwardKernelInLowPrecision) {
+  if (default_device() != Device::cpu) GTEST_SKIP() << "GatedDeltaVjp is recorded on the CPU";
+  const Case c{2, 70, 2, 4, 32, 16};
+  const Inputs wide = make_inputs(c, float64, float64);
+  auto loss = [](const std::vector<array>& x) {
+    auto [y, s] = fast::gated_delta(x[0], x[1], x[2], x[3], x[4], x[5]);
+    return sum(square(y)) + sum(multiply(s, s));
+  };
+  for (Dtype dt : {float32, bfloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<array> args{astype(wide.q, dt), astype(wide.k, dt), astype(wide.v, dt), astype(wide.g, dt),
+                            astype(wide.beta, dt), astype(wide.state, float32)};
+    std::vector<array> args64;
+    for (auto& a : args) args64.push_back(astype(a, float64));
+    auto grads = grad(loss, {0, 1, 2, 3, 4, 5})(args);
+    auto grads64 = grad(loss, {0, 1, 2, 3, 4, 5})(args64);
+    for (int i = 0; i < 6; ++i) {
+      SCOPED_TRACE("input " + std::to_string(i));
+      EXPECT_EQ(grads[i].dtype(), args[i].dtype());
+      // Relative to the gradient's scale: bfloat16 rounds y and the gradients it returns.
+      const double scale = max(abs(grads64[i])).item<double>();
+      const double tol = (dt == float32 ? 2e-4 : 3e-2) * scale;
+      expect_allclose(astype(grads[i], float64), grads64[i], 0.0, tol);
+    }
+  }
+}
+
 TEST(FastGatedDelta, VmapFoldsIntoTheBatch) {
   const Case c{2, 3, 1, 2, 32, 8};
   const int n = 3;

@@ -152,6 +152,7 @@ const std::vector<Row>& rows() {
       row<PagedWrite>("PagedWrite", R::Pinned),
       // the recurrence's shapes (heads, state) are fixed by the traced ones
       row<GatedDelta>("GatedDelta", R::Pinned),
+      row<GatedDeltaVjp>("GatedDeltaVjp", R::Pinned),
       // quantized and gathered products: the packed layout fixes the weight's shape
       row<QuantizedMatmul>("QuantizedMatmul", R::Pinned),
       row<GatherQmm>("GatherQmm", R::Pinned),

@@ -13,6 +13,7 @@
 #include "backend/common/math/gated_delta.h"
 
 #include "nuvec/fast.h"
+#include "nuvec/transforms.h"
 #include "ops/ops_common.h"
 
 namespace nuvec {
@@ -236,6 +237,53 @@ std::vector<Shape> GatedDelta::output_shapes(const std::vector<array>& inputs) {
 bool GatedDelta::is_equivalent(const Primitive& other) const {
   auto o = same_type<GatedDelta>(other);
   return o && o->mode_ == mode_;
+}
+
+std::vector<array> GatedDelta::vjp(
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums,
+    const std::vector<array>& outputs) {
+  // The kernel serves the final-state mode on the CPU; elsewhere the fallback's rule.
+  if (mode_ != GatedDeltaMode::final_state || stream().device == Device::gpu) {
+    return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
+  }
+  const Stream s = stream();
+  std::vector<array> in(primals.begin(), primals.begin() + 6);
+  in.push_back(astype(cotangents[0], outputs[0].dtype(), s));
+  in.push_back(astype(cotangents[1], outputs[1].dtype(), s));
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (int i = 0; i < 6; ++i) {
+    shapes.push_back(primals[i].shape());
+    dtypes.push_back(primals[i].dtype());
+  }
+  auto grads = array::make_arrays(shapes, dtypes, std::make_shared<GatedDeltaVjp>(s), in);
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(grads[a]);
+  return out;
+}
+
+GatedDeltaVjp::GatedDeltaVjp(Stream stream)
+    : FastPrimitive(stream, [stream](const std::vector<array>& in) {
+        // The vjp of the forward graph at (q, k, v, g, beta, state) for (dy, dstate).
+        std::vector<array> primals(in.begin(), in.begin() + 6);
+        auto f = [&](const std::vector<array>& xs) { return gated_delta_graph(xs, false, stream); };
+        return detail::vjp(f, primals, {in[6], in[7]}, {0, 1, 2, 3, 4, 5}).second;
+      }) {}
+
+const char* GatedDeltaVjp::name() const {
+  return "GatedDeltaVjp";
+}
+
+std::vector<Shape> GatedDeltaVjp::output_shapes(const std::vector<array>& inputs) {
+  std::vector<Shape> shapes;
+  for (int i = 0; i < 6; ++i) shapes.push_back(inputs[i].shape());
+  return shapes;
+}
+
+bool GatedDeltaVjp::is_equivalent(const Primitive& other) const {
+  return same_type<GatedDeltaVjp>(other) != nullptr;
 }
 
 std::pair<std::vector<array>, std::vector<int>> GatedDelta::vmap(

@@ -28,7 +28,9 @@ enum class GatedDeltaMode {
 /// Kernels: the CPU's one task per (b, h) over the thread pool; the GPU's one pass over T with
 /// a group of lanes per state row (8 elements each) in registers, or from T = 64 on (not the
 /// steps mode) the chunked WY form (src/backend/cuda/fast/gated_delta_chunked.cu). Rules (vjp, jvp) from the
-/// fallback; vmap folds the batch axis into B (the slots mode batches its fallback).
+/// fallback, except the final-state mode's vjp on the CPU: a GatedDeltaVjp node (the
+/// recurrence run backwards); vmap folds the batch axis into B (the slots mode batches its
+/// fallback).
 class GatedDelta : public fast::FastPrimitive {
  public:
   GatedDelta(Stream stream, GatedDeltaMode mode);
@@ -39,11 +41,38 @@ class GatedDelta : public fast::FastPrimitive {
   int state() const { return static_cast<int>(mode_); }
 
   NUVEC_FAST_PRIMITIVE()
+  NUVEC_FAST_VJP()
   NUVEC_FAST_VMAP()
 
  private:
   GatedDeltaMode mode_;
 };
+
+/// The backward of GatedDelta's final-state mode: inputs {q, k, v, g, beta, state (as
+/// GatedDelta's), dy [B, T, Hv, Dv], dstate [B, Hv, Dv, Dk] (the cotangents of y and of the
+/// final state)}, outputs {dq, dk, dv, dg, dbeta, dstate0} with the shapes and dtypes of the
+/// first six inputs. Per (b, h), from the last step back, with S_t the state after step t,
+/// P = S_{t−1} and D the cotangent of S_t:
+///   D += dy_t q_tᵀ,  dq_t += S_tᵀ dy_t,
+///   u = v_t − g P k,  δ = β u,  dδ = D k,  du = β dδ = dv_t,
+///   dβ_t = dδ·u,  dg_t = ⟨D, P⟩ − du·(P k),  dk_t += Dᵀ δ − g Pᵀ du,
+///   D ← g (D − du k_tᵀ)   (the cotangent of S_{t−1}; dstate0 at the end),
+/// dq and dk summed over the Hv / Hk value heads of each key head; in float32 (float64 when an
+/// input is). The states are recomputed forwards from checkpoints every kGatedDeltaVjpChunk
+/// steps, one chunk at a time (memory O(T / C + C) states per head, not O(T)). Kernel: CPU,
+/// one task per (b, key head) over the thread pool (src/backend/cpu/fast/gated_delta_vjp.cpp,
+/// the row step of src/backend/common/math/gated_delta.h); on the GPU it runs on the host
+/// (recorded only on the CPU for now: GatedDelta's vjp on the GPU is the fallback's). Rules:
+/// the fallback's (the vjp of GatedDelta's graph).
+class GatedDeltaVjp : public fast::FastPrimitive {
+ public:
+  explicit GatedDeltaVjp(Stream stream);
+
+  NUVEC_FAST_PRIMITIVE()
+};
+
+/// Steps between the checkpoints of GatedDeltaVjp's recomputed states.
+inline constexpr int kGatedDeltaVjpChunk = 64;
 
 /// Whether the GPU kernel covers keys of dk features of q's dtype (the state's and the
 /// decays' dtypes are any real floating type but float64 there).

@@ -34,5 +34,6 @@ NUVEC_NO_GPU(ScaledDotProductAttentionVjp)
 NUVEC_NO_GPU(PagedAttention)
 NUVEC_NO_GPU(PagedWrite)
 NUVEC_NO_GPU(GatedDelta)
+NUVEC_NO_GPU(GatedDeltaVjp)
 
 } // namespace nuvec

@@ -38,4 +38,29 @@ NUVEC_HD inline A gated_delta_update(A s, A g, A delta, A k) {
   return g * s + delta * k;
 }
 
+/// The backward of one row's step (GatedDeltaVjp's kernels). With p the row before the step,
+/// d the cotangent of the row after it (y's part d += dy_i q already added), and the three
+/// dot products kp = p·k, dk_ = d·k, dp = d·p:
+///   u = v − g kp,  δ = β u,  dδ = d·k,  du = β dδ  (= dv_i),
+///   dβ gets dδ u,  dg gets d·p − du kp,
+///   dk gets δ d − g du p  (elementwise: delta · d_j − g_du · p_j),
+///   the row's cotangent before the step: g (d − du k)  (gated_delta_row_back).
+template <typename A>
+struct GatedDeltaRowGrad {
+  A delta, du, g_du, dbeta, dg;
+};
+
+template <typename A>
+NUVEC_HD inline GatedDeltaRowGrad<A> gated_delta_row_grad(A g, A beta, A v, A kp, A dk_, A dp) {
+  const A u = v - g * kp;
+  const A du = beta * dk_;
+  return {beta * u, du, g * du, dk_ * u, dp - du * kp};
+}
+
+/// An element of the row's cotangent before the step: g (d − du k).
+template <typename A>
+NUVEC_HD inline A gated_delta_row_back(A d, A g, A du, A k) {
+  return g * (d - du * k);
+}
+
 NUVEC_MATH_END

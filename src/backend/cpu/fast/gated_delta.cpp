@@ -1,4 +1,5 @@
-// nuvec: the CPU kernel of GatedDelta (rules and fallback in src/fast/gated_delta.cpp). One
+// nuvec: the CPU kernels of GatedDelta and of its backward GatedDeltaVjp (rules and fallback
+// in src/fast/gated_delta.cpp; GatedDeltaVjp's at the end of this file). One
 // task per (b, value head) over the thread pool: the head's [Dv, Dk] state converted once into
 // a float32 (float64) buffer that stays in cache for all T steps, each row advanced by the
 // step of src/backend/common/math/gated_delta.h (one pass for the three dot products, one for
@@ -136,7 +137,126 @@ void gated_delta_cpu(GatedDeltaMode mode, const std::vector<array>& inputs, std:
   cpu::copy_elements(y.data(), acc, strides, out.raw_data(), out.dtype(), strides, out.shape());
 }
 
+/// s·k over n elements (dot2's order).
+template <typename A>
+A dot(const A* s, const A* k, int64_t n) {
+  A sk, unused;
+  dot2(s, k, k, n, sk, unused);
+  return sk;
+}
+
+/// One step of the recurrence on a head's state `s` ([Dv, Dk]), without y: the forward pass
+/// GatedDeltaVjp recomputes.
+template <typename A>
+void step_state(A* s, const A* k, const A* v, A g, A beta, int64_t dv, int64_t dk) {
+  for (int64_t i = 0; i < dv; ++i) {
+    A* row = s + i * dk;
+    const A delta = math::gated_delta_row_step(g, beta, v[i], dot(row, k, dk), A(0), A(0)).delta;
+    for (int64_t j = 0; j < dk; ++j) row[j] = math::gated_delta_update(row[j], g, delta, k[j]);
+  }
+}
+
+/// GatedDeltaVjp (src/fast/gated_delta.h): one task per (b, key head), its value heads in
+/// turn (they add into the same dq and dk rows). Per head: the forward pass once, keeping the
+/// state every kGatedDeltaVjpChunk steps; then the chunks from the last, each recomputed
+/// forwards from its checkpoint into `states` and walked backwards with the row rule of
+/// math::gated_delta_row_grad, the cotangent D ([Dv, Dk]) carried across.
+template <typename A>
+void gated_delta_vjp_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const Dtype acc = std::is_same_v<A, double> ? float64 : float32;
+  std::vector<array> in;
+  for (int i = 0; i < 8; ++i) in.push_back(cpu::contiguous_copy(inputs[i], acc));
+  const array& q0 = inputs[0];
+  const int64_t B = q0.shape(0), T = q0.shape(1), Hk = q0.shape(2), Dk = q0.shape(3);
+  const int64_t Hv = inputs[2].shape(2), Dv = inputs[2].shape(3), rep = Hv / Hk, head = Dv * Dk;
+  const A *q = in[0].data<A>(), *k = in[1].data<A>(), *v = in[2].data<A>(), *g = in[3].data<A>(),
+          *beta = in[4].data<A>(), *state = in[5].data<A>(), *dy = in[6].data<A>(), *dstate = in[7].data<A>();
+  std::vector<A> dq(size_t(B * T * Hk * Dk), A(0)), dk(dq.size(), A(0)), dv(size_t(B * T * Hv * Dv), A(0)),
+      dg(size_t(B * T * Hv), A(0)), dbeta(dg.size(), A(0)), ds0(size_t(B * Hv * head), A(0));
+  constexpr int64_t C = kGatedDeltaVjpChunk;
+  const int64_t chunks = (T + C - 1) / C;
+  cpu::run_tasks(static_cast<size_t>(B * Hk), [&](size_t task) {
+    const int64_t b = static_cast<int64_t>(task) / Hk, hk = static_cast<int64_t>(task) % Hk;
+    std::vector<A> ckpt(static_cast<size_t>(std::max<int64_t>(chunks, 1) * head));
+    std::vector<A> states(static_cast<size_t>((C + 1) * head)), D(static_cast<size_t>(head));
+    for (int64_t r = 0; r < rep; ++r) {
+      const int64_t h = hk * rep + r;
+      auto kt = [&](int64_t t) { return k + ((b * T + t) * Hk + hk) * Dk; };
+      auto vt = [&](int64_t t) { return v + ((b * T + t) * Hv + h) * Dv; };
+      auto at = [&](int64_t t) { return (b * T + t) * Hv + h; };
+      // The forward pass, keeping the state before every C-th step.
+      A* work = states.data();
+      std::copy(state + (b * Hv + h) * head, state + (b * Hv + h + 1) * head, work);
+      for (int64_t t = 0; t < T; ++t) {
+        if (t % C == 0) std::copy(work, work + head, ckpt.data() + (t / C) * head);
+        step_state(work, kt(t), vt(t), g[at(t)], beta[at(t)], Dv, Dk);
+      }
+      std::copy(dstate + (b * Hv + h) * head, dstate + (b * Hv + h + 1) * head, D.data());
+      for (int64_t c = chunks - 1; c >= 0; --c) {
+        const int64_t t0 = c * C, t1 = std::min(t0 + C, T);
+        std::copy(ckpt.data() + c * head, ckpt.data() + (c + 1) * head, states.data());
+        for (int64_t t = t0; t < t1; ++t) {
+          A* next = states.data() + (t - t0 + 1) * head;
+          std::copy(next - head, next, next);
+          step_state(next, kt(t), vt(t), g[at(t)], beta[at(t)], Dv, Dk);
+        }
+        for (int64_t t = t1 - 1; t >= t0; --t) {
+          const A* P = states.data() + (t - t0) * head;     // the state before step t
+          const A* S = P + head;                            // after it
+          const A* kk = kt(t);
+          const A* qq = q + ((b * T + t) * Hk + hk) * Dk;
+          const A* vv = vt(t);
+          const A* dyt = dy + at(t) * Dv;
+          A* dqt = dq.data() + ((b * T + t) * Hk + hk) * Dk;
+          A* dkt = dk.data() + ((b * T + t) * Hk + hk) * Dk;
+          A* dvt = dv.data() + at(t) * Dv;
+          const A gt = g[at(t)], bt = beta[at(t)];
+          A dbeta_t = 0, dg_t = 0;
+          for (int64_t i = 0; i < Dv; ++i) {
+            A* d = D.data() + i * Dk;
+            const A* p = P + i * Dk;
+            const A* sn = S + i * Dk;
+            const A dyi = dyt[i];
+            for (int64_t j = 0; j < Dk; ++j) {
+              d[j] += dyi * qq[j]; // y_t = S q: D += dy qᵀ, dq += Sᵀ dy
+              dqt[j] += dyi * sn[j];
+            }
+            const auto rg = math::gated_delta_row_grad(gt, bt, vv[i], dot(p, kk, Dk), dot(d, kk, Dk), dot(d, p, Dk));
+            dvt[i] = rg.du;
+            dbeta_t += rg.dbeta;
+            dg_t += rg.dg;
+            for (int64_t j = 0; j < Dk; ++j) {
+              dkt[j] += rg.delta * d[j] - rg.g_du * p[j];
+              d[j] = math::gated_delta_row_back(d[j], gt, rg.du, kk[j]);
+            }
+          }
+          dg[at(t)] = dg_t;
+          dbeta[at(t)] = dbeta_t;
+        }
+      }
+      std::copy(D.begin(), D.end(), ds0.begin() + (b * Hv + h) * head);
+    }
+  });
+  const A* results[6] = {dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), ds0.data()};
+  for (int i = 0; i < 6; ++i) {
+    array& out = outputs[i];
+    out.set_data(allocator::malloc(out.nbytes()));
+    const Strides strides = row_strides(out.shape());
+    cpu::copy_elements(results[i], acc, strides, out.raw_data(), out.dtype(), strides, out.shape());
+  }
+}
+
 } // namespace
+
+void GatedDeltaVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  bool wide = false;
+  for (const array& x : inputs) wide = wide || x.dtype() == float64;
+  if (wide) {
+    gated_delta_vjp_cpu<double>(inputs, outputs);
+  } else {
+    gated_delta_vjp_cpu<float>(inputs, outputs);
+  }
+}
 
 void GatedDelta::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   bool wide = false;
