@@ -504,6 +504,59 @@ TEST(FastGatedDelta, BackwardKernelInLowPrecision) {
   }
 }
 
+// GatedDeltaVjp's CUDA kernel against its CPU kernel on the same inputs (the node recorded on
+// each device): float32 and bfloat16 q, k, v with float32 and bfloat16 states; T across the
+// checkpoint chunks; Hv / Hk 1 and 4 (dq and dk summed with atomics); Dk 32, 48 (a partial
+// lane column), 128 and Dv 16, 128. Then GatedDelta's vjp on the GPU with the kernel enabled
+// (NUVEC_GATED_DELTA_VJP_GPU=1) against the fallback's rule there.
+TEST(FastGatedDelta, GpuBackwardMatchesCpu) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
+  const Device cpu(Device::cpu), gpu(Device::gpu);
+  for (const Case& c : {Case{2, 1, 1, 1, 32, 16}, Case{1, 65, 1, 4, 128, 128}, Case{2, 130, 2, 2, 48, 16},
+                        Case{1, 64, 4, 4, 128, 16}}) {
+    for (auto [dt, st] : {std::pair{float32, float32}, std::pair{bfloat16, float32}, std::pair{bfloat16, bfloat16}}) {
+      SCOPED_TRACE(describe(c) + " " + dtype_name(dt) + " state " + dtype_name(st));
+      const Inputs in = make_inputs(c, dt, st);
+      std::vector<array> node_in{in.q, in.k, in.v, in.g, in.beta, in.state,
+                                 astype(randn({c.b, c.t, c.hv, c.dv}), dt), astype(randn({c.b, c.hv, c.dv, c.dk}), st)};
+      eval(node_in);
+      std::vector<Shape> shapes;
+      std::vector<Dtype> dtypes;
+      for (int i = 0; i < 6; ++i) {
+        shapes.push_back(node_in[i].shape());
+        dtypes.push_back(node_in[i].dtype());
+      }
+      auto on = [&](Device d) {
+        auto g = array::make_arrays(shapes, dtypes, std::make_shared<GatedDeltaVjp>(default_stream(d)), node_in);
+        eval(g);
+        return g;
+      };
+      const auto want = on(cpu), got = on(gpu);
+      for (int i = 0; i < 6; ++i) {
+        SCOPED_TRACE("gradient " + std::to_string(i));
+        const double scale = max(abs(astype(want[i], float32, cpu)), cpu).item<float>() + 1e-6;
+        const double tol = (dtypes[i] == float32 ? 1e-4 : 1e-2) * scale;
+        expect_allclose(astype(got[i], float32, cpu), astype(want[i], float32, cpu), 0.0, tol);
+      }
+    }
+  }
+  setenv("NUVEC_GATED_DELTA_VJP_GPU", "1", 1);
+  const Inputs in = make_inputs({1, 70, 2, 4, 64, 32}, float32, float32);
+  auto loss = [&](const std::vector<array>& x) {
+    auto [y, s] = fast::gated_delta(x[0], x[1], x[2], x[3], x[4], x[5], gpu);
+    return sum(square(y), gpu) + sum(s, gpu);
+  };
+  std::vector<array> args{in.q, in.k, in.v, in.g, in.beta, in.state};
+  auto kernel = grad(loss, {0, 1, 2, 3, 4, 5})(args);
+  setenv("NUVEC_GATED_DELTA_VJP_GPU", "0", 1);
+  auto graph = grad(loss, {0, 1, 2, 3, 4, 5})(args);
+  unsetenv("NUVEC_GATED_DELTA_VJP_GPU");
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    expect_allclose(kernel[i], graph[i], 1e-3, 1e-4);
+  }
+}
+
 TEST(FastGatedDelta, VmapFoldsIntoTheBatch) {
   const Case c{2, 3, 1, 2, 32, 8};
   const int n = 3;

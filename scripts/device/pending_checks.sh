@@ -9,11 +9,13 @@
 #  - fast_attention_hopper_test: the Hopper attention forward (attention_hopper.cu) against the
 #    float64 graph; compute-sanitizer memcheck and racecheck on one small case;
 #  - fast_paged_attention_test: paged_attention's sinks and windows on the decode kernel;
-#  - fast_gated_delta_test: gated_delta_slots updating its pool in place;
+#  - fast_gated_delta_test: gated_delta_slots updating its pool in place; the backward
+#    kernel (GatedDeltaVjp's CUDA kernel against its CPU one, GpuBackwardMatchesCpu);
 #  - lm_engine_test, lm_serve_test: the hybrid (Qwen3-Next) and GPT-OSS engines on the GPU;
 #  - fast_attention_tiled_test, fast_attention_backward_test: the routes beside them unchanged.
-# Then, when they pass: NUVEC_ATTENTION_HOPPER on by default (src/fast/attention_plan.cpp)
-# and the hybrid/GPT-OSS gate in src/lm/generate.cpp lifted.
+# Then, when they pass: NUVEC_ATTENTION_HOPPER on by default (src/fast/attention_plan.cpp),
+# NUVEC_GATED_DELTA_VJP_GPU on by default (GatedDelta::vjp, src/fast/gated_delta.cpp) and the
+# hybrid/GPT-OSS gate in src/lm/generate.cpp lifted.
 # Needs .devdeps (scripts/device/make_deps.sh here first; carry .devdeps). Logs: $OUT/logs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

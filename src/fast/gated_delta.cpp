@@ -7,6 +7,7 @@
 #include "fast/int32_indices.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -244,8 +245,12 @@ std::vector<array> GatedDelta::vjp(
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums,
     const std::vector<array>& outputs) {
-  // The kernel serves the final-state mode on the CPU; elsewhere the fallback's rule.
-  if (mode_ != GatedDeltaMode::final_state || stream().device == Device::gpu) {
+  // The kernel serves the final-state mode: on the CPU, and on a GPU once its CUDA kernel is
+  // enabled (NUVEC_GATED_DELTA_VJP_GPU=1, read at each call, until it has run on one);
+  // elsewhere the fallback's rule.
+  const char* gpu_kernel = std::getenv("NUVEC_GATED_DELTA_VJP_GPU");
+  const bool enabled = stream().device != Device::gpu || (gpu_kernel != nullptr && std::string(gpu_kernel) == "1");
+  if (mode_ != GatedDeltaMode::final_state || !enabled) {
     return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
   }
   const Stream s = stream();

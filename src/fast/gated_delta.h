@@ -28,8 +28,9 @@ enum class GatedDeltaMode {
 /// Kernels: the CPU's one task per (b, h) over the thread pool; the GPU's one pass over T with
 /// a group of lanes per state row (8 elements each) in registers, or from T = 64 on (not the
 /// steps mode) the chunked WY form (src/backend/cuda/fast/gated_delta_chunked.cu). Rules (vjp, jvp) from the
-/// fallback, except the final-state mode's vjp on the CPU: a GatedDeltaVjp node (the
-/// recurrence run backwards); vmap folds the batch axis into B (the slots mode batches its
+/// fallback, except the final-state mode's vjp: a GatedDeltaVjp node (the recurrence run
+/// backwards) on the CPU, and on a GPU with NUVEC_GATED_DELTA_VJP_GPU=1 (its CUDA kernel has
+/// not yet run on one); vmap folds the batch axis into B (the slots mode batches its
 /// fallback).
 class GatedDelta : public fast::FastPrimitive {
  public:
@@ -60,10 +61,11 @@ class GatedDelta : public fast::FastPrimitive {
 /// dq and dk summed over the Hv / Hk value heads of each key head; in float32 (float64 when an
 /// input is). The states are recomputed forwards from checkpoints every kGatedDeltaVjpChunk
 /// steps, one chunk at a time (memory O(T / C + C) states per head, not O(T)). Kernel: CPU,
-/// one task per (b, key head) over the thread pool (src/backend/cpu/fast/gated_delta_vjp.cpp,
-/// the row step of src/backend/common/math/gated_delta.h); on the GPU it runs on the host
-/// (recorded only on the CPU for now: GatedDelta's vjp on the GPU is the fallback's). Rules:
-/// the fallback's (the vjp of GatedDelta's graph).
+/// one task per (b, key head) over the thread pool (src/backend/cpu/fast/gated_delta.cpp);
+/// CUDA, one block per (b, value head) (src/backend/cuda/fast/gated_delta_vjp.cu; Dk <= 256,
+/// the cotangent state in shared memory; else on the host); both step rows with
+/// src/backend/common/math/gated_delta.h. Rules: the fallback's (the vjp of GatedDelta's
+/// graph).
 class GatedDeltaVjp : public fast::FastPrimitive {
  public:
   explicit GatedDeltaVjp(Stream stream);

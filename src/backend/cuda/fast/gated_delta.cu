@@ -283,11 +283,3 @@ void GatedDelta::eval_gpu(const std::vector<array>& inputs, std::vector<array>& 
 }
 
 } // namespace nuvec
-
-namespace nuvec {
-
-// GatedDeltaVjp is recorded only on the CPU for now (GatedDelta's vjp on a GPU stream is the
-// fallback's); a node that reaches the GPU all the same runs the CPU kernel on the host.
-NUVEC_GPU_ON_HOST(GatedDeltaVjp)
-
-} // namespace nuvec
