@@ -3,7 +3,8 @@
 # device call each (the device tool runs a command for at most 10 minutes; the build stays on
 # a warm machine between calls):
 #   scripts/device/pending_checks.sh build    configure and build what the checks need
-#   scripts/device/pending_checks.sh tests    the kernels' and the engine's GPU tests
+#   scripts/device/pending_checks.sh kernels  the new kernels' GPU tests, compute-sanitizer
+#   scripts/device/pending_checks.sh engine   the routes beside them and the engine on the GPU
 #   scripts/device/pending_checks.sh bench    issue 15's attention table, issue 18's hybrid serving
 # What each part verifies:
 #  - fast_attention_hopper_test: the Hopper attention forward (attention_hopper.cu) against the
@@ -20,7 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-part=${1:?usage: scripts/device/pending_checks.sh build|tests|bench}
+part=${1:?usage: scripts/device/pending_checks.sh build|kernels|engine|bench}
 case "$part" in
   build)
     t0=$(date +%s)
@@ -28,20 +29,23 @@ case "$part" in
       fast_gated_delta_test lm_engine_test lm_serve_test nuvec-gpu-timings nuvec-lm-serve-timings
     echo "build: $(($(date +%s) - t0)) s"
     ;;
-  tests)
+  kernels)
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-    GT_TIMEOUT=400 gtest fast_attention_hopper_test # both schedules: about twice the tiled test's cases
-    for t in fast_paged_attention_test fast_gated_delta_test fast_attention_tiled_test fast_attention_backward_test; do
-      gtest "$t"
-    done
-    GT_TIMEOUT=300 gtest lm_engine_test
-    GT_TIMEOUT=200 gtest lm_serve_test
+    GT_TIMEOUT=300 gtest fast_attention_hopper_test # both schedules: about twice the tiled test's cases
+    GT_TIMEOUT=120 gtest fast_paged_attention_test
+    GT_TIMEOUT=60 gtest fast_gated_delta_test
     for tool in memcheck racecheck; do
-      timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/fast_attention_hopper_test \
+      timeout 50 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/fast_attention_hopper_test \
         --gtest_brief=1 --gtest_filter='FastAttentionHopper.Deterministic' >"$L/sanitizer_$tool.log" 2>&1
       echo "compute-sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY' "$L/sanitizer_$tool.log" | head -1)"
     done
     grep -h "TFLOP\|compute capability" "$L/fast_attention_hopper_test.log"
+    ;;
+  engine)
+    GT_TIMEOUT=120 gtest fast_attention_tiled_test
+    GT_TIMEOUT=120 gtest fast_attention_backward_test
+    GT_TIMEOUT=200 gtest lm_engine_test
+    GT_TIMEOUT=120 gtest lm_serve_test
     ;;
   bench)
     # The mma.sync kernel, then the Hopper kernel's pipelined and plain schedules.
