@@ -5,7 +5,8 @@
 #   scripts/device/pending_checks.sh build    configure and build what the checks need
 #   scripts/device/pending_checks.sh kernels  the new kernels' GPU tests, compute-sanitizer
 #   scripts/device/pending_checks.sh engine   the routes beside them and the engine on the GPU
-#   scripts/device/pending_checks.sh bench    issue 15's attention table, issue 18's hybrid serving
+#   scripts/device/pending_checks.sh bench    issue 15's attention table (three configurations)
+#   scripts/device/pending_checks.sh serve    issue 18's hybrid serving throughput
 # What each part verifies:
 #  - fast_attention_hopper_test: the Hopper attention forward (attention_hopper.cu) against the
 #    float64 graph; compute-sanitizer memcheck and racecheck on one small case;
@@ -21,7 +22,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-part=${1:?usage: scripts/device/pending_checks.sh build|kernels|engine|bench}
+part=${1:?usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve}
 case "$part" in
   build)
     t0=$(date +%s)
@@ -50,12 +51,14 @@ case "$part" in
   bench)
     # The mma.sync kernel, then the Hopper kernel's pipelined and plain schedules.
     for cfg in 0:1 1:1 1:0; do
-      NUVEC_ATTENTION_HOPPER=${cfg%:*} NUVEC_ATTENTION_HOPPER_PIPELINE=${cfg#*:} timeout 180 python3 bench/gpu_compare.py \
+      NUVEC_ATTENTION_HOPPER=${cfg%:*} NUVEC_ATTENTION_HOPPER_PIPELINE=${cfg#*:} timeout 170 python3 bench/gpu_compare.py \
         --nuvec build-gpu/bench/nuvec-gpu-timings --only attention >"$L/attention_$cfg.txt" 2>&1
       echo "== attention, NUVEC_ATTENTION_HOPPER=${cfg%:*} NUVEC_ATTENTION_HOPPER_PIPELINE=${cfg#*:} rc=$?"
       grep -E "sdpa_prefill|paged" "$L/attention_$cfg.txt"
     done
-    timeout 200 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l --concurrency 1,8,64,256 --prompt 512 --output 256 \
+    ;;
+  serve)
+    timeout 500 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l --concurrency 1,8,64,256 --prompt 512 --output 256 \
       >"$L/hybrid_serve.jsonl" 2>"$L/hybrid_serve.log"
     echo "hybrid serve rc=$?"
     cat "$L/hybrid_serve.jsonl"
