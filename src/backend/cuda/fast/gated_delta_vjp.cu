@@ -20,6 +20,7 @@
 // the inputs' dtypes at the end. Covered: Dk <= 256 and the cotangent in shared memory
 // (Dv · Dk · 4 bytes plus the reductions within the device's limit); otherwise, and for
 // float64, the node runs on the host.
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -45,8 +46,9 @@ struct VjpArgs {
   const float *q, *k, *v, *g, *beta, *state, *dy, *dstate;
   float *dq, *dk;                 // [B, T, Hk, Dk], zeroed, added to atomically
   float *dv, *dg, *dbeta, *ds0;   // written once each
-  float *ckpt, *chunk;            // per (b, h): [chunks, Dv, Dk] and [kChunk + 1, Dv, Dk]
+  float *ckpt, *chunk;            // per (b, h): [chunks, Dv, Dk] and [chunk_states, Dv, Dk]
   int nb, nt, nhk, nhv, ndk, ndv, chunks; // B, T, Hk, Hv, Dk, Dv, checkpoints
+  int chunk_states;               // min(T, kChunk) + 1
 };
 
 __device__ __forceinline__ float warp_sum(float x) {
@@ -68,7 +70,7 @@ __global__ void __launch_bounds__(kVjpThreads) gated_delta_vjp_kernel(const VjpA
   float* red_k = red_q + kVjpWarps * Dk;
   float* red_s = red_k + kVjpWarps * Dk; // [2, warps]: dβ and dg partials
   float* ckpt = a.ckpt + bh * a.chunks * head;
-  float* chunk = a.chunk + bh * (kChunk + 1) * head;
+  float* chunk = a.chunk + bh * a.chunk_states * head;
   auto col = [&](int e) { return lane + 32 * e; };
   auto kq_row = [&](const float* base, int t) { return base + ((b * T + t) * a.nhk + hk) * Dk; };
   auto at = [&](int t) { return (b * T + t) * a.nhv + h; };
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(kVjpThreads) gated_delta_vjp_kernel(const VjpA
         store_row(chunk + (t - t0 + 1) * head + int64_t(i) * Dk, s);
       }
     }
-    __syncthreads(); // (each row's states are its warp's own; the barrier keeps the chunks apart)
+    __syncthreads(); // (not needed for correctness: each row's states are its warp's own)
     for (int t = t1 - 1; t >= t0; --t) {
       float kk[E], qq[E], aq[E], ak[E];
       load_row(kq_row(a.k, t), kk);
@@ -217,7 +219,7 @@ void GatedDeltaVjp::eval_gpu(const std::vector<array>& inputs, std::vector<array
       T < (int64_t(1) << 30) && smem <= size_t(cu::device_props().sharedMemPerBlockOptin);
   if (!covered) return cu::eval_on_host(*this, inputs, outputs);
   std::vector<array> in;
-  for (const array& x : inputs) in.push_back(cu::contiguous_copy(x, float32));
+  for (const array& x : inputs) in.push_back(x.dtype() == float32 ? cu::as_row_contiguous(x) : cu::contiguous_copy(x, float32));
   const int64_t head = Dv * Dk, chunks = (T + kChunk - 1) / kChunk;
   const int64_t sizes[6] = {B * T * Hk * Dk, B * T * Hk * Dk, B * T * Hv * Dv, B * T * Hv, B * T * Hv, B * Hv * head};
   float* grads[6];
@@ -240,7 +242,9 @@ void GatedDeltaVjp::eval_gpu(const std::vector<array>& inputs, std::vector<array
   a.dbeta = grads[4];
   a.ds0 = grads[5];
   a.ckpt = static_cast<float*>(cu::scratch(size_t(std::max<int64_t>(B * Hv * chunks * head, 1)) * 4));
-  a.chunk = static_cast<float*>(cu::scratch(size_t(B * Hv * (kChunk + 1) * head) * 4));
+  // A chunk's states: at most kChunk + 1 (T + 1 for a short sequence).
+  const int64_t chunk_states = std::min<int64_t>(T, kChunk) + 1;
+  a.chunk = static_cast<float*>(cu::scratch(size_t(B * Hv * chunk_states * head) * 4));
   a.nb = static_cast<int>(B);
   a.nt = static_cast<int>(T);
   a.nhk = static_cast<int>(Hk);
@@ -248,6 +252,7 @@ void GatedDeltaVjp::eval_gpu(const std::vector<array>& inputs, std::vector<array
   a.ndk = static_cast<int>(Dk);
   a.ndv = static_cast<int>(Dv);
   a.chunks = static_cast<int>(chunks);
+  a.chunk_states = static_cast<int>(chunk_states);
   if (Dk <= 32) launch_vjp<1>(a, smem);
   else if (Dk <= 64) launch_vjp<2>(a, smem);
   else if (Dk <= 128) launch_vjp<4>(a, smem);
