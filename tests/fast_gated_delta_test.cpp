@@ -6,8 +6,9 @@
 // {32, 64, 128} and odd sizes the GPU leaves to the fallback, q in float32, bfloat16 and
 // float16 with float32 and bfloat16 states; every step's state; slots of a larger pool (out of
 // range ones raising at eval); decays of any sign; GPU against CPU and the GPU's chunked
-// kernel (T >= 64) against its recurrent one; the rules from the fallback (vjp and jvp
-// against central differences for every input, vmap against a loop); bad input.
+// kernel (T >= 64) against its recurrent one; the rules (vjp and jvp against central
+// differences for every input, vmap against a loop); the backward kernel GatedDeltaVjp
+// against the fallback's vjp (CPU) and its CUDA kernel against the CPU one; bad input.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -5,11 +5,13 @@
 // head; 1, 3 and 17 queries; random block tables (permuted ids, some out of range, which
 // clamp); lengths 0, below L (rows that see nothing attend uniformly), inside and past the
 // capacity; long contexts that take the split (two-pass) route, and a prefill that takes many
-// row chunks. PagedWrite: several element sizes, rows of 3 to 256 elements, out-of-range
-// slots, a repeated slot (one whole row wins), a strided cache. Then paged_write followed by
-// paged_attention against scaled_dot_product_attention over the concatenated keys and values,
-// through the public API. Every test needs a GPU (skipped without one). The skip, the CPU
-// device and the kernels' tolerance: tests/attention_cases.h.
+// row chunks; gpt-oss's windows and sinks on the decode kernel; prefill on the Hopper kernel
+// (NUVEC_ATTENTION_HOPPER=1, both schedules). PagedWrite: several element sizes, rows of 3 to
+// 256 elements, out-of-range slots, a repeated slot (one whole row wins), a strided cache.
+// Then paged_write followed by paged_attention against scaled_dot_product_attention over the
+// concatenated keys and values, through the public API, with sinks and windows too (and
+// their rules). The kernel tests need a GPU (skipped without one). The skip, the CPU device
+// and the kernels' tolerance: tests/attention_cases.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -194,7 +194,9 @@ struct AttentionPlan {
   /// Tiled on a compute capability 9.0 GPU: the warp-specialised Hopper kernel (float16,
   /// bfloat16; D == Dv 64, 128 or 256; no array mask; every row sees a key) rather than the
   /// mma.sync one. Until that kernel has been checked on an H200 it is chosen only when the
-  /// environment variable NUVEC_ATTENTION_HOPPER is 1.
+  /// environment variable NUVEC_ATTENTION_HOPPER is 1 (read when the op is called). Its
+  /// launcher still runs the mma.sync kernel for strides that are not whole 16-byte vectors,
+  /// unaligned buffers, and builds without sm_90a code.
   bool warp_specialized = false;
   size_t scratch_bytes = 0;          ///< Device or host scratch the kernels allocate.
   size_t max_intermediate_bytes = 0; ///< The largest array the route materialises.
@@ -259,8 +261,11 @@ AttentionPlan plan_attention(
 /// multiple of Hkv, non-integer tables or lengths, tables or lengths of another batch,
 /// empty caches or a block size of 0. An empty q (B, Hq, L or D 0) gives an empty result.
 /// Table entries and lengths past int32 saturate before the clamp. CUDA kernels for D
-/// 64/128/256 and power-of-two block sizes; elsewhere the fallback (the listed blocks
-/// gathered, then masked attention). nuvec's own (seed 001).
+/// 64/128/256 and power-of-two block sizes: float16/bfloat16 decode (at most 16 query rows
+/// per key head) on the tensor-core decode kernel; float16/bfloat16 prefill on sm_90a with
+/// NUVEC_ATTENTION_HOPPER=1 and blocks of at least 8 on the Hopper flash-attention kernel;
+/// the rest (float32, prefill) on a CUDA-core paged kernel. Elsewhere the fallback (the listed
+/// blocks gathered, then masked attention). nuvec's own (seed 001).
 array paged_attention(
     const array& q,
     const array& k_cache,
@@ -278,10 +283,11 @@ array paged_attention(
 /// std::invalid_argument naming paged_attention for sinks not [Hq] floating or a window
 /// below 1. A row that sees nothing gives 0 with sinks (the sink takes all the mass), else
 /// attends uniformly, as without them. Kernel: on the GPU, float16 and bfloat16 decode (at
-/// most 16 query rows per key head, e.g. the serving engine's one-token rows) runs the
-/// tensor-core decode kernel with the window and sinks in its key loop and epilogue; other
-/// calls run the fallback graph (the listed blocks gathered, then
-/// scaled_dot_product_attention with the mask and the sinks). nuvec's own.
+/// most 16 query rows per key head, e.g. the serving engine's one-token rows; D 64, 128 or
+/// 256; a power-of-two block size; max_blocks · block_size at most 2^30) runs the tensor-core
+/// decode kernel with the window and sinks in its key loop and epilogue; other calls run the
+/// fallback graph (the listed blocks gathered, then scaled_dot_product_attention with the
+/// mask and the sinks). nuvec's own.
 array paged_attention(
     const array& q,
     const array& k_cache,
@@ -345,8 +351,10 @@ std::pair<array, array> causal_conv1d_step(
 /// elsewhere the fallback), and from T = 64 on (Dk a multiple of 8 up to 128, Dv a multiple of
 /// 16) the chunked form: the WY representation of 64 steps at a time (Yang et al.,
 /// flash-linear-attention's chunk_gated_delta_rule) built for all chunks in parallel, then one
-/// pass over the chunks carrying the state, in float32. Rules (vjp, jvp) from the fallback graph (the recurrence step by
-/// step from ordinary ops, mlx-lm's gated_delta_ops); vmap folds the batch into B.
+/// pass over the chunks carrying the state, in float32. Rules (vjp, jvp) from the fallback
+/// graph (the recurrence step by step from ordinary ops, mlx-lm's gated_delta_ops), except the
+/// vjp: a backward kernel (GatedDeltaVjp, the recurrence run backwards from checkpoints) on
+/// the CPU, and on a GPU with NUVEC_GATED_DELTA_VJP_GPU=1; vmap folds the batch into B.
 /// nuvec's own (shared/seeds/001).
 std::pair<array, array> gated_delta(
     const array& q,

@@ -80,7 +80,8 @@ inline constexpr int64_t kPagedDecodeRows = 16;
 /// additive mask of −inf everywhere gives NaN, as the fallback's softmax does. Kernels: CPU,
 /// an online-softmax loop over key blocks (src/backend/cpu/fast/attention.cpp); CUDA, the
 /// vector kernels for Lq <= 8 (one or two passes) and the tiled tensor-core kernel
-/// (src/backend/cuda/fast/attention_*.cu), chosen by params.passes. Rules: vjp the
+/// (src/backend/cuda/fast/attention_*.cu), chosen by params.passes, and on sm_90a with
+/// params.hopper the warp-specialised one (attention_hopper.cu). Rules: vjp the
 /// AttentionVjp kernel on the GPU, the fallback's elsewhere; jvp from the fallback; vmap
 /// folds the batch into B.
 class ScaledDotProductAttention : public fast::FastPrimitive {
@@ -140,9 +141,10 @@ class ScaledDotProductAttentionVjp : public fast::FastPrimitive {
 /// row's softmax (fast::paged_attention). CUDA kernels for D 64/128/256 and power-of-two block
 /// sizes: float16 and bfloat16 decode (at most kPagedDecodeRows query rows per key head) on
 /// the contiguous decode kernel's tensor-core body with paged row addressing
-/// (attention_vector.cu, through attention_decode.h), the rest (float32, prefill) on
-/// src/backend/cuda/fast/paged_attention.cu; the fallback (gather, then masked attention)
-/// elsewhere. Nodes with a window or sinks are recorded only where the decode kernel covers
+/// (attention_vector.cu, through attention_decode.h), float16 and bfloat16 prefill on sm_90a
+/// with NUVEC_ATTENTION_HOPPER=1 on attention_hopper.cu (block sizes of at least 8), the rest
+/// (float32, prefill) on src/backend/cuda/fast/paged_attention.cu; the fallback (gather, then
+/// masked attention) elsewhere. Nodes with a window or sinks are recorded only where the decode kernel covers
 /// them.
 class PagedAttention : public fast::FastPrimitive {
  public:

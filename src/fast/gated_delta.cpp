@@ -1,8 +1,9 @@
 // nuvec: gated_delta, gated_delta_steps and gated_delta_slots (shared/seeds/001: the checks,
-// the fallback graph, the rules) and the GatedDelta fused primitive. The fallback is the
-// recurrence step by step from ordinary ops (mlx-lm's gated_delta_ops), in float32 (float64
-// when an input is float64), which is the op's meaning: the kernels are tested against it,
-// and vjp and jvp are its derivatives.
+// the fallback graph, the rules), the GatedDelta fused primitive and its backward
+// GatedDeltaVjp. The fallback is the recurrence step by step from ordinary ops (mlx-lm's
+// gated_delta_ops), in float32 (float64 when an input is float64), which is the op's meaning:
+// the kernels are tested against it, jvp is its derivative, and so is vjp (the final-state
+// mode's through GatedDeltaVjp's kernels, whose own fallback is the graph's vjp).
 #include "fast/gated_delta.h"
 #include "fast/int32_indices.h"
 

@@ -1,9 +1,10 @@
 // nuvec: the GatedDelta fused primitive (shared/seeds/001's gated_delta, gated_delta_steps and
 // gated_delta_slots): the gated delta rule over T steps. Ops, checks, fallback graph and rules
-// in src/fast/gated_delta.cpp; the per-row step both backends run in
-// src/backend/common/math/gated_delta.h; kernels in src/backend/cpu/fast/gated_delta.cpp and
-// src/backend/cuda/fast/gated_delta.cu, tested against the fallback and a float64 loop
-// (tests/fast_gated_delta_test.cpp).
+// in src/fast/gated_delta.cpp; its backward GatedDeltaVjp; the per-row steps both backends
+// run in src/backend/common/math/gated_delta.h; kernels in src/backend/cpu/fast/gated_delta.cpp
+// (both primitives), src/backend/cuda/fast/gated_delta.cu (+ gated_delta_chunked.cu) and
+// src/backend/cuda/fast/gated_delta_vjp.cu, tested against the fallback, its vjp and a float64
+// loop (tests/fast_gated_delta_test.cpp).
 #pragma once
 
 #include "fast/fast_primitive.h"
@@ -63,7 +64,7 @@ class GatedDelta : public fast::FastPrimitive {
 /// steps, one chunk at a time (memory O(T / C + C) states per head, not O(T)). Kernel: CPU,
 /// one task per (b, key head) over the thread pool (src/backend/cpu/fast/gated_delta.cpp);
 /// CUDA, one block per (b, value head) (src/backend/cuda/fast/gated_delta_vjp.cu; Dk <= 256,
-/// the cotangent state in shared memory; else on the host); both step rows with
+/// the cotangent state in shared memory, not float64; else on the host); both step rows with
 /// src/backend/common/math/gated_delta.h. Rules: the fallback's (the vjp of GatedDelta's
 /// graph).
 class GatedDeltaVjp : public fast::FastPrimitive {

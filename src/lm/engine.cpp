@@ -750,7 +750,7 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
            std::to_string(options_.max_running) +
              " sequences, max_running, the padding of bucketed steps and prefix_state_rows) need " +
              std::to_string(states / double(1 << 30)) + " GiB, more than the " +
-             std::to_string(budget / double(1 << 30)) + " GiB that gpu_memory_fraction leaves; lower max_running");
+             std::to_string(budget / double(1 << 30)) + " GiB that gpu_memory_fraction leaves; lower max_running or prefix_state_rows");
       }
       const double fit = per_block > 0.0 ? (budget - states) / per_block : full;
       options_.num_blocks = int(std::max(1.0, std::min(double(full), fit)));

@@ -109,9 +109,9 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
   if (max_new <= 0) {
     return result;
   }
-  // Hybrid models and GPT-OSS keep the dense path here: their engine path has not yet been
-  // checked on a GPU against transformers (scripts/lm_gpu_check.sh checks generate_tokens),
-  // and GPT-OSS's paged attention is the fallback graph (no kernel takes sinks or windows).
+  // Hybrid models and GPT-OSS keep the dense path here: their engine path (the state pools'
+  // CUDA graphs; GPT-OSS's sinks and windows on the paged decode kernel) has not yet run on a
+  // GPU (scripts/device/pending_checks.sh).
   if (options.cuda_graphs && n <= options.prefill_step && default_device().type == Device::gpu &&
       !config.gpt_oss && !config.has_linear_layers()) {
     return generate_paged(model, prompt, options, max_new, on_token);

@@ -6,6 +6,7 @@
 // over its window and its recurrence from zeros when it starts the sequence. The state pools
 // are paged pools with the rows as blocks: fast::paged_write stores conv inputs and a fresh
 // range's final state in place; gated_delta_slots updates the recurrent rows it reads.
+// copy_pool_row copies one row to another (the engine's prefix-state snapshots).
 #include "layers.h"
 #include "nuvec/ops.h"
 #include "nuvec/transforms.h"

@@ -19,7 +19,7 @@
 // written by fast::gated_delta_slots), as vLLM's Mamba cache; the row is taken at admission
 // and freed with the blocks. Their decodes run together; each prompt
 // chunk runs its conv and recurrence alone. A preempted sequence recomputes its state from
-// its tokens. Prefix sharing needs the Gated DeltaNet states at the prefix's end, which the
+// its tokens (or restores a kept snapshot of its prefix). Prefix sharing needs the Gated DeltaNet states at the prefix's end, which the
 // blocks do not hold: the engine keeps them in snapshot rows of the state pools (vLLM's
 // prefix caching of Mamba states, at block boundaries). A sequence that finds another's
 // published prefix without a snapshot computes it and stops a chunk at the prefix's end to
@@ -50,8 +50,9 @@ struct EngineOptions {
   int block_size = 16;          ///< Positions per KV block.
   /// KV blocks in the pool. 0: on a GPU, gpu_memory_fraction of the device memory free when
   /// the engine starts (the allocator's cache counted as free), less the Gated DeltaNet state
-  /// pools of hybrid models (max_running rows, and bucket(N) − N spare rows for the padding
-  /// of bucketed steps, N the smaller of max_running and max_batch_tokens); on the CPU, at
+  /// pools of hybrid models (max_running rows, bucket(N) − N spare rows for the padding of
+  /// bucketed steps, N the smaller of max_running and max_batch_tokens, and the
+  /// prefix_state_rows snapshot rows); on the CPU, at
   /// most 8192; either way at most 16 sequences of the full context.
   int num_blocks = 0;
   float gpu_memory_fraction = 0.5f; ///< In (0, 1]: the pools' share of free GPU memory (num_blocks 0).
@@ -122,8 +123,10 @@ struct EngineStats {
 class Engine {
  public:
   /// Throws std::invalid_argument ("[lm.Engine] ...") for bad options (max_batch_tokens,
-  /// max_running and (num_blocks + 1) · block_size at most 2^30), or on a GPU with num_blocks
-  /// 0 for state pools (hybrid models) larger than gpu_memory_fraction of the free memory;
+  /// max_running and (num_blocks + 1) · block_size at most 2^30; prefix_state_rows in
+  /// [-1, 2^30]; a hybrid model's state rows, at most 2 · max_running plus the snapshot rows,
+  /// at most 2^30), or on a GPU with num_blocks 0 for state pools (hybrid models) larger than
+  /// gpu_memory_fraction of the free memory;
   /// std::runtime_error
   /// ("[lm.Engine] cannot allocate the pools ...") when the pools do not fit in memory.
   explicit Engine(const Model& model, EngineOptions options = {});

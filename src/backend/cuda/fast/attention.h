@@ -96,7 +96,8 @@ void paged_attention(Dtype dtype, const PagedGeometry& g, const void* q, const v
                      const int32_t* tables, const int32_t* lengths, const void* sinks, void* out);
 
 /// Paged prefill on the Hopper forward (attention_hopper.cu's kernel reading K and V through
-/// the block tables, a TMA box per cache block or per 128 positions of one): PagedAttention
+/// the block tables, a TMA box per cache block or per key tile of one: 128 positions, 64 at
+/// D 256): PagedAttention
 /// without window or sinks, float16 or bfloat16, D 64/128/256, power-of-two block sizes of
 /// at least 8, q, the caches and out 16-byte aligned and row-contiguous. Rows that see nothing
 /// get the mean of the gathered V rows from a second kernel (the paged rule). Returns false

@@ -1,6 +1,8 @@
-// nuvec: the flash-attention forward of ScaledDotProductAttention for Hopper (sm_90a):
-// warp-specialised, with TMA copies and wgmma on both products (FlashAttention-3's forward,
-// Shah et al. 2024, in its plain form: one producer and two consumer warpgroups). Meaning:
+// nuvec: the flash-attention forward of ScaledDotProductAttention for Hopper (sm_90a), and
+// PagedAttention's prefill on the same kernel (K and V through the block tables, plus
+// uniform_rows_kernel for rows that see nothing): warp-specialised, with TMA copies and wgmma
+// on both products (FlashAttention-3's forward, Shah et al. 2024: one producer and two
+// consumer warpgroups). Meaning:
 // src/fast/attention.h; geometry: src/backend/common/attention.h; the instructions:
 // device/wgmma.cuh (products, the 128-byte-swizzled tile layout) and device/tma.cuh (copies,
 // barriers, register reallocation).
@@ -32,7 +34,9 @@
 // Coverage (attention_hopper_covers): float16 and bfloat16, D == Dv in {64, 128, 256}, no
 // array mask, and every query row sees at least one key (not causal, or causal with Lq <= Lk)
 // so that the no-visible-key rule never applies; causal, windows, sinks and GQA are in. The
-// planner routes other calls to the mma.sync kernel (attention_tiled.cu).
+// planner routes other calls to the mma.sync kernel (attention_tiled.cu), and the launcher
+// does too for strides the TMA cannot step, unaligned buffers, tensor maps the driver refuses
+// and builds without sm_90a code.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 

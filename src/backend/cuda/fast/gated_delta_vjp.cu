@@ -16,8 +16,8 @@
 //     reduced over the warps in shared memory and added to float32 accumulators with atomics
 //     (the Hv / Hk value heads of a key head add into the same rows: dq and dk are not
 //     bit-reproducible; dv, dg, dβ and the initial state's cotangent are).
-// Everything runs in float32 on float32 copies of the inputs; the gradients are converted to
-// the inputs' dtypes at the end. Covered: Dk <= 256 and the cotangent in shared memory
+// Everything runs in float32 (inputs of other dtypes copied to float32 first); the gradients
+// are converted to the inputs' dtypes at the end. Covered: Dk <= 256 and the cotangent in shared memory
 // (Dv · Dk · 4 bytes plus the reductions within the device's limit); otherwise, and for
 // float64, the node runs on the host.
 #include <algorithm>
