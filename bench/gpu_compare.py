@@ -235,6 +235,16 @@ def torch_side(only, binary=None):
                 # over the same keys.
                 sdpa_times("paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128",
                            lambda: F.scaled_dot_product_attention(q, k, v, scale=0.088, enable_gqa=True))
+        # Paged prefill (2048 queries at the end of 4096 positions): beside it SDPA over the same
+        # keys, contiguous, with the bottom-right causal mask, on PyTorch's default choice of
+        # backend (the flash and cuDNN ones take no such mask).
+        qp = torch.randn(4, 32, 2048, 128, device=dev).to(torch.bfloat16)
+        kp, vp = (torch.randn(4, 8, 4096, 128, device=dev).to(torch.bfloat16) for _ in range(2))
+        mask = torch.ones(2048, 4096, dtype=torch.bool, device=dev).tril(4096 - 2048)
+        res["paged_prefill_bf16_b4_hq32_hkv8_l2048_ctx4096_bs16_d128"] = cuda_median_ms(
+            lambda: F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, scale=0.088, enable_gqa=True),
+            runs=10, batch=3)
+        del qp, kp, vp, mask
         # Issue 15's prefill shapes (as bench/gpu_timings.cpp): B 4, L 4096 at D 128 (H 32),
         # 64 (H 64), 256 (H 16), forward and forward plus backward; D 128 at L 1024 and 16384.
         for b, h, l, d, backward in ((4, 32, 4096, 128, True), (4, 64, 4096, 64, True), (4, 16, 4096, 256, True),
@@ -409,6 +419,10 @@ def floor_ms(name, copy_gbps):
     if name.startswith("gated_delta_prefill"):
         t = int(re.search(r"_t(\d+)_", name).group(1))
         return 6 * t * 16 * 128 * 128 / (PEAK_TFLOPS["bf16"] * 1e12) * 1e3
+    if name.startswith("paged_prefill"):
+        # 4·D FLOPs per (query, visible key): query i of L sees ctx − L + i + 1 keys.
+        b, h, l, ctx = 4, 32, 2048, 4096
+        return 4 * b * h * 128 * (l * (ctx - l) + l * (l + 1) / 2) / (PEAK_TFLOPS["bf16"] * 1e12) * 1e3
     if name.startswith("sdpa_prefill"):
         b, h, l, d = (int(x) for x in re.search(r"_b(\d+)_h(\d+)_l(\d+)_d(\d+)", name).groups())
         fwd = 4 * b * h * l * l * d

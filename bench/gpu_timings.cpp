@@ -213,6 +213,19 @@ int main(int argc, char** argv) {
       report("paged_decode_bf16_b32_hq32_hkv8_ctx8192_bs16_d128", 20,
              [&] { return nx::fast::paged_attention(q, kc, vc, tables, lengths, 0.088f); });
     }
+    {
+      // Paged prefill: 2048 new queries a sequence at the end of a 4096-position context
+      // (NUVEC_ATTENTION_HOPPER=1 runs it on the Hopper kernel; else the CUDA-core paged one).
+      const int b = 4, hkv = 8, l = 2048, ctx = 4096, bs = 16, per_seq = ctx / bs;
+      nx::array q = rand_gpu({b, 32, l, 128}, nx::bfloat16);
+      nx::array kc = rand_gpu({b * per_seq, hkv, bs, 128}, nx::bfloat16);
+      nx::array vc = rand_gpu({b * per_seq, hkv, bs, 128}, nx::bfloat16);
+      nx::array tables = nx::reshape(nx::astype(nx::random::permutation(b * per_seq), nx::int32), {b, per_seq});
+      nx::array lengths = nx::full({b}, ctx, nx::int32);
+      nx::eval({tables, lengths});
+      report("paged_prefill_bf16_b4_hq32_hkv8_l2048_ctx4096_bs16_d128", 10,
+             [&] { return nx::fast::paged_attention(q, kc, vc, tables, lengths, 0.088f); }, 3);
+    }
     // Issue 15's prefill shapes: B 4 and L 4096 at D 128 (H 32), 64 (H 64) and 256 (H 16),
     // forward and forward plus backward; D 128 at L 1024 and 16384, forward.
     struct Prefill {
