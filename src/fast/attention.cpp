@@ -663,9 +663,8 @@ array paged_attention(
     // Sinks and windows are in the tensor-core decode kernel only (float16 / bfloat16, at most
     // kPagedDecodeRows query rows a key head, as the serving engine's one-token rows are);
     // elsewhere the graph itself.
-    const int64_t cap = int64_t(block_tables.shape(1)) * k_cache.shape(2);
-    const bool decode = covers && dt != float32 && int64_t(hq / hkv) * q.shape(2) <= kPagedDecodeRows &&
-        cap <= (int64_t(1) << 30);
+    const bool decode = covers &&
+        paged_decode_covers(dt, d, int64_t(hq / hkv) * q.shape(2), int64_t(block_tables.shape(1)) * k_cache.shape(2));
     std::optional<array> sk;
     if (sinks) sk = astype(*sinks, dt, stream);
     if (!decode) return paged_attention_graph(in, scale, sk, window, stream);

@@ -65,6 +65,15 @@ Dtype attention_lse_dtype(Dtype dt);
 /// window record a PagedAttention node only within it; the op's graph serves the rest.
 inline constexpr int64_t kPagedDecodeRows = 16;
 
+/// Whether PagedAttention's tensor-core decode kernel (paged_attention_tc) takes a call of
+/// `rows` query rows per key head over `capacity` = max_blocks · block_size positions:
+/// float16 or bfloat16, D 64, 128 or 256, rows <= kPagedDecodeRows, capacity <= 2^30. The op
+/// (which records sinks and windows only where this holds) and the kernel ask the same rule.
+inline bool paged_decode_covers(Dtype dtype, int64_t d, int64_t rows, int64_t capacity) {
+  return (dtype == float16 || dtype == bfloat16) && (d == 64 || d == 128 || d == 256) && rows <= kPagedDecodeRows &&
+      capacity <= (int64_t(1) << 30);
+}
+
 } // namespace fast
 
 /// Fused scaled dot-product attention: inputs {q [B, Hq, Lq, D], k [B, Hkv, Lk, D],

@@ -28,9 +28,12 @@ bool tiled_head(int64_t d, int64_t dv, Dtype dtype) {
   return (dtype == float16 || dtype == bfloat16) && d == dv && (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
 }
 
+bool hopper_head(int64_t d, int64_t dv, Dtype dtype) {
+  return (dtype == float16 || dtype == bfloat16) && d == dv && (d == 64 || d == 128 || d == 256);
+}
+
 bool hopper_covers(const RouteKey& key) {
-  return (key.dtype == float16 || key.dtype == bfloat16) && key.d == key.dv &&
-      (key.d == 64 || key.d == 128 || key.d == 256) && !key.has_mask && key.lk > 0 && (!key.causal || key.lq <= key.lk);
+  return hopper_head(key.d, key.dv, key.dtype) && !key.has_mask && key.lk > 0 && (!key.causal || key.lq <= key.lk);
 }
 
 bool hopper_forward_enabled() {

@@ -34,6 +34,9 @@ struct RouteKey {
 bool vector_head(int64_t d, int64_t dv);
 /// Whether the CUDA tiled (tensor-core) kernel covers the head sizes and dtype.
 bool tiled_head(int64_t d, int64_t dv, Dtype dtype);
+/// Whether the Hopper forward's kernels (src/backend/cuda/fast/attention_hopper.cu: dense and
+/// paged) cover the head sizes and dtype: float16 or bfloat16, D == Dv in {64, 128, 256}.
+bool hopper_head(int64_t d, int64_t dv, Dtype dtype);
 /// Whether the Hopper forward (src/backend/cuda/fast/attention_hopper.cu) covers a tiled
 /// call: float16 or bfloat16, D == Dv in {64, 128, 256}, no array mask, and every query row
 /// sees a key (not causal, or causal with Lq <= Lk). (Its launcher checks the strides too and

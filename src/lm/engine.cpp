@@ -263,26 +263,12 @@ struct Engine::Impl {
     eval(changed);
   }
 
-  // The published block that ends the prefix of s's first n full blocks (the one
-  // share_prefix finds for those tokens: a block equal to one published before is not
-  // published itself), or -1 when there is none.
-  int published_block(const Sequence& s, int n) const {
-    const int bs = options.block_size;
-    int parent = -1;
-    for (int i = 0; i < n; ++i) {
-      std::vector<int> content(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
-      auto b = blocks.find_prefix(parent, content);
-      if (!b) return -1;
-      parent = *b;
-    }
-    return parent;
-  }
-
   // Keeps s's state (at its position `computed`, a block boundary) in a snapshot row, the
-  // least recently used one when none is free, under the published block ending that prefix.
+  // least recently used one when none is free, under the block ending that prefix. Called
+  // after publish_full_blocks, so that block is the published one share_prefix finds for
+  // these tokens (an equal block s computed itself was swapped for it).
   void take_snapshot(Sequence& s) {
-    const int block = published_block(s, s.computed / options.block_size);
-    if (block < 0) return;
+    const int block = s.blocks[s.computed / options.block_size - 1];
     if (auto it = snapshots.find(block); it != snapshots.end()) {
       it->second.used = ++snapshot_clock;
       return;

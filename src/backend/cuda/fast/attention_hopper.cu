@@ -53,6 +53,7 @@
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/wgmma_usable.h"
+#include "fast/attention_plan.h"
 
 namespace nuvec::cu {
 
@@ -700,8 +701,7 @@ __global__ void __launch_bounds__(128) uniform_rows_kernel(const __grid_constant
 } // namespace
 
 bool attention_hopper_covers(Dtype dtype, const attention::Geometry& g) {
-  if (dtype != float16 && dtype != bfloat16) return false;
-  if (g.d != g.dv || (g.d != 64 && g.d != 128 && g.d != 256)) return false;
+  if (!fast::hopper_head(g.d, g.dv, dtype)) return false;
   if (g.has_mask || g.lk == 0 || (g.causal && g.lq > g.lk)) return false;
   if (g.lq >= (int64_t(1) << 30) || g.lk >= (int64_t(1) << 30) || g.b >= (int64_t(1) << 31) || g.hq >= (int64_t(1) << 31)) {
     return false;
@@ -735,8 +735,7 @@ void attention_hopper(Dtype dtype, const attention::Geometry& g, const Attention
 bool attention_hopper_paged(Dtype dtype, const PagedGeometry& pg, const void* q, const void* k_cache, const void* v_cache,
                             const int32_t* tables, const int32_t* lengths, void* out) {
   const int64_t cap = pg.max_blocks * pg.block_size;
-  const bool covered = (dtype == float16 || dtype == bfloat16) && (pg.d == 64 || pg.d == 128 || pg.d == 256) &&
-      pg.block_size >= 8 && (pg.block_size & (pg.block_size - 1)) == 0 && pg.block_size <= (int64_t(1) << 20) &&
+  const bool covered = fast::hopper_head(pg.d, pg.d, dtype) && pg.block_size >= 8 && (pg.block_size & (pg.block_size - 1)) == 0 && pg.block_size <= (int64_t(1) << 20) &&
       pg.window == 0 && cap > 0 && cap < (int64_t(1) << 30) && pg.l < (int64_t(1) << 30) && pg.blocks < (int64_t(1) << 31) &&
       pg.b * pg.max_blocks < (int64_t(1) << 31) && is_aligned(q, 16) && is_aligned(k_cache, 16) &&
       is_aligned(v_cache, 16) && is_aligned(out, 16);

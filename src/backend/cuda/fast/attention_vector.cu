@@ -1316,10 +1316,7 @@ bool paged_attention_tc(
     void* out) {
   const int64_t rows = pg.hq / pg.hkv * pg.l;
   const int64_t cap = pg.max_blocks * pg.block_size;
-  if (!(dtype == float16 || dtype == bfloat16) || !(pg.d == 64 || pg.d == 128 || pg.d == 256) || rows > kPagedRows ||
-      cap > (int64_t(1) << 30)) {
-    return false;
-  }
+  if (!fast::paged_decode_covers(dtype, pg.d, rows, cap)) return false;
   attention::Geometry g = paged_query_geometry(pg);
   g.window = pg.window; // the paged rule's window (g.causal stays false: Keys::kPaged)
   g.has_sinks = sinks != nullptr;

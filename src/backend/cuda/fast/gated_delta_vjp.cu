@@ -28,6 +28,7 @@
 #include "backend/common/math/gated_delta.h"
 #include "backend/common/strided.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/device/warp.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
 #include "fast/gated_delta.h"
@@ -51,10 +52,9 @@ struct VjpArgs {
   int chunk_states;               // min(T, kChunk) + 1
 };
 
+/// x summed over the warp, every lane getting the sum (device/warp.cuh's butterfly).
 __device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
+  return cu::warp_allreduce(x, cu::kWarpSize, [](float a, float b) { return a + b; });
 }
 
 /// E = ceil(Dk / 32) columns a lane (1, 2, 4 or 8).
