@@ -22,7 +22,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-part=${1:?usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve}
+[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve..." >&2; exit 2; }
+# Several parts run in one call, in order; a part is skipped once fewer than its seconds are
+# left of the call's 10 minutes (NUVEC_CALL_SECONDS, counted from this script's start).
+budget=${NUVEC_CALL_SECONDS:-590}
+need() { [ $((budget - SECONDS)) -ge "$1" ] || { echo "skipped $part: $((budget - SECONDS)) s left, $1 s needed"; return 1; }; }
+for part in "$@"; do
 case "$part" in
   build)
     t0=$(date +%s)
@@ -31,6 +36,7 @@ case "$part" in
     echo "build: $(($(date +%s) - t0)) s"
     ;;
   kernels)
+    need 200 || continue
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
     GT_TIMEOUT=280 gtest fast_attention_hopper_test # both schedules: about twice the tiled test's cases
     GT_TIMEOUT=110 gtest fast_paged_attention_test
@@ -43,12 +49,14 @@ case "$part" in
     grep -h "TFLOP\|compute capability" "$L/fast_attention_hopper_test.log"
     ;;
   engine)
+    need 150 || continue
     GT_TIMEOUT=120 gtest fast_attention_tiled_test
     GT_TIMEOUT=120 gtest fast_attention_backward_test
     GT_TIMEOUT=200 gtest lm_engine_test
     GT_TIMEOUT=120 gtest lm_serve_test
     ;;
   bench)
+    need 300 || continue
     # The mma.sync kernel, then the Hopper kernel's pipelined and plain schedules.
     for cfg in 0:1 1:1 1:0; do
       NUVEC_ATTENTION_HOPPER=${cfg%:*} NUVEC_ATTENTION_HOPPER_PIPELINE=${cfg#*:} timeout 170 python3 bench/gpu_compare.py \
@@ -58,11 +66,13 @@ case "$part" in
     done
     ;;
   serve)
-    timeout 500 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l --concurrency 1,8,64,256 --prompt 512 --output 256 \
+    need 200 || continue
+    timeout $((budget - SECONDS - 10)) build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l --concurrency 1,8,64,256 --prompt 512 --output 256 \
       >"$L/hybrid_serve.jsonl" 2>"$L/hybrid_serve.log"
     echo "hybrid serve rc=$?"
     cat "$L/hybrid_serve.jsonl"
     ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
+done
 pack
