@@ -320,7 +320,7 @@ TEST_F(ServeTest, SeededSamplingRepeats) {
                {"top_k", 50}, {"min_p", 0.01}, {"repetition_penalty", 1.1}, {"seed", 1234}};
   json a = whole("/v1/completions", body), b = whole("/v1/completions", body);
   EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
-  EXPECT_EQ(streamed("/v1/completions", body).text, a["choices"][0]["text"]);
+  EXPECT_EQ(streamed("/v1/completions", body).text, a["choices"][0]["text"].get<std::string>());
 }
 
 // 64 clients streaming at once, each with its own prompt and length, each get their own
