@@ -257,6 +257,39 @@ TEST(GpuQuantized, GatherMmEveryDtype) {
   }
 }
 
+// gather_mm with b the swapaxes view of stacked [E, N, K] weights (how a mixture-of-experts
+// layer passes its Linear-shaped experts), read in place: few rows a batch entry (M 1, 3, 8:
+// gemv_plain, K a whole number of 16-byte vectors) and more (M 12) or K 100 (not a whole
+// number of vectors in half types: the generic kernel, transposed); an entry of b's batch
+// reused, sorted and unsorted; the views' buffers unchanged.
+TEST(GpuQuantized, GatherMmTransposedWeightsInPlace) {
+  REQUIRE_GPU();
+  for (Dtype dt : {bfloat16, float16, float32, float64}) {
+    for (int M : {1, 3, 8, 12}) {
+      for (int K : {128, 100}) {
+        for (bool sorted : {true, false}) {
+          SCOPED_TRACE(dtype_name(dt) + " M " + std::to_string(M) + " K " + std::to_string(K) + (sorted ? " sorted" : ""));
+          const int A = 6, E = 5, N = 90;
+          array a = randn({A, M, K}, dt), w = randn({E, N, K}, dt);
+          array lhs = randint({31}, 0, A - 1, int32), rhs = randint({31}, 0, E - 1, int32);
+          if (sorted) rhs = sort(rhs, -1, kCpu);
+          eval({a, w, lhs, rhs});
+          const std::vector<double> w_before = host_values(w);
+          array gpu = gather_mm(a, swapaxes(w, -1, -2, kGpu), lhs, rhs, sorted, kGpu);
+          array cpu = gather_mm(a, swapaxes(w, -1, -2, kCpu), lhs, rhs, sorted, kCpu);
+          array ref = matmul(take(astype(a, float64, kCpu), lhs, 0, kCpu),
+                             swapaxes(take(astype(w, float64, kCpu), rhs, 0, kCpu), -1, -2, kCpu), kCpu);
+          eval({gpu, cpu, ref});
+          ASSERT_EQ(gpu.shape(), (Shape{31, M, N}));
+          expect_near(gpu, ref, eps_of(dt, K));
+          expect_near(gpu, cpu, 2 * eps_of(dt, K));
+          EXPECT_EQ(host_values(w), w_before);
+        }
+      }
+    }
+  }
+}
+
 std::string range_error(array y) {
   try {
     eval(y);
@@ -267,7 +300,8 @@ std::string range_error(array y) {
 }
 
 // An index past x's or w's first axis raises std::out_of_range naming the op at eval, on
-// every path (qmv, generic, gather_mm), and the stream keeps working afterwards.
+// every path (qmv, generic, gather_mm's generic and gemv_plain), and the stream keeps working
+// afterwards.
 TEST(GpuQuantized, IndicesOutOfRangeThrow) {
   REQUIRE_GPU();
   const Format f{"affine", 64, 4};
@@ -289,6 +323,10 @@ TEST(GpuQuantized, IndicesOutOfRangeThrow) {
   array a = randn({3, 4, 8}, float32), b = randn({4, 8, 5}, float32);
   EXPECT_NE(range_error(gather_mm(a, b, good, bad_w, false, kGpu)).find("gather_mm"), std::string::npos);
   EXPECT_NE(range_error(gather_mm(a, b, bad_x, good, false, kGpu)).find("gather_mm"), std::string::npos);
+  // The transposed plain W read in place (few rows: gemv_plain).
+  array a1 = randn({3, 1, 8}, float32), bt = swapaxes(randn({4, 5, 8}, float32), -1, -2);
+  EXPECT_NE(range_error(gather_mm(a1, bt, good, bad_w, false, kGpu)).find("gather_mm"), std::string::npos);
+  EXPECT_NE(range_error(gather_mm(a1, bt, bad_x, good, false, kGpu)).find("gather_mm"), std::string::npos);
   array ok = gather_mm(a, b, good, good, false, kGpu);
   expect_near(ok, matmul(astype(a, float64, kCpu), take(astype(b, float64, kCpu), good, 0, kCpu), kCpu),
               eps_of(float32, 8));

@@ -16,8 +16,9 @@ struct IndexError;
 /// One (possibly gathered) product: out[b] (M x N) = x[lhs[b]] (M x K) . W[rhs[b]]^T
 /// (transpose; W[e] is N x K packed along K) or . W[rhs[b]] (W[e] K x N packed along N), for
 /// b < batch. A QuantizedMatmul is batch 1, x_count 1, w_count 1, lhs and rhs null (every x
-/// row against the one W). For GatherMm the operand W is a plain matrix of `dtype` (w_plain)
-/// and transpose is false.
+/// row against the one W). For GatherMm the operand W is a plain matrix of `dtype` (w_plain):
+/// K x N (transpose false), or N x K row-major (transpose true: a Linear's [out, in] weight
+/// that gather_mm received through swapaxes, read in place).
 struct QmmArgs {
   QuantSpec spec;
   bool transpose = true;
@@ -27,7 +28,7 @@ struct QmmArgs {
   int64_t x_count = 1, w_count = 1; ///< the extents of x's and W's first axes (range checks)
   const void* x = nullptr;          ///< (x_count, M, K)
   const uint32_t* w = nullptr;      ///< quantized W, (w_count, N, K*bits/32) or (w_count, K, N*bits/32)
-  const void* w_plain = nullptr;    ///< GatherMm's W, (w_count, K, N)
+  const void* w_plain = nullptr;    ///< GatherMm's W, (w_count, K, N) or transposed (w_count, N, K)
   const void* scales = nullptr;     ///< (w_count, N, K/gs) or (w_count, K, N/gs): dtype or uint8
   const void* biases = nullptr;     ///< affine only, like scales
   void* out = nullptr;              ///< (batch, M, N)
@@ -41,6 +42,15 @@ struct QmmArgs {
 /// weight read; every mode and bit width, float32/float16/bfloat16.
 bool qmv_covers(const QmmArgs& a);
 void qmv(const QmmArgs& a);
+
+/// Rows per batch entry up to which GatherMm's transposed plain W takes gemv_plain.
+inline constexpr int64_t kPlainGemvRows = 8;
+
+/// GatherMm's few rows (M <= kPlainGemvRows per batch entry: mixture-of-experts decode) on a
+/// transposed plain W (gemv_plain.cu): a warp per output column reading W's row once in
+/// 16-byte vectors; float32/float16/bfloat16, K a whole number of vectors, x and W aligned.
+bool gemv_plain_covers(const QmmArgs& a);
+void gemv_plain(const QmmArgs& a);
 
 /// More rows on tensor cores (qmm.cu): for one W with affine 4/8-bit codes and 8 < M <= 256,
 /// W dequantized in registers as mma.sync's A operand (out transposed; split K over blocks

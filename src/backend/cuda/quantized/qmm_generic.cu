@@ -33,11 +33,13 @@ struct GenericParams {
 };
 
 /// Element (k, n) of the right operand of batch entry e as Acc: the plain matrix's (K, N)
-/// element, or the dequantized code n of row k (not transposed) or k of row n (transposed).
+/// element (its (N, K) element when transposed), or the dequantized code n of row k (not
+/// transposed) or k of row n (transposed).
 template <typename T, typename Acc, bool kPlain>
 __device__ __forceinline__ Acc rhs_value(const GenericParams& p, int64_t e, int64_t k, int64_t n) {
   if constexpr (kPlain) {
-    return static_cast<Acc>(to_acc(static_cast<const T*>(p.w_plain)[(e * p.K + k) * p.N + n]));
+    const int64_t i = p.transpose ? (e * p.N + n) * p.K + k : (e * p.K + k) * p.N + n;
+    return static_cast<Acc>(to_acc(static_cast<const T*>(p.w_plain)[i]));
   } else {
     const int64_t row = p.transpose ? n : k, col = p.transpose ? k : n;
     const int64_t r = e * p.w_rows + row;
@@ -76,8 +78,9 @@ __global__ void __launch_bounds__(kThreads) qmm_generic_kernel(const GenericPara
           const int kk = i % kTileK, mm = i / kTileK; // consecutive threads along K of x
           const int64_t m = m0 + mm, k = k0 + kk;
           xs[kk][mm] = (m < p.M && k < p.K) ? static_cast<Acc>(to_acc(x[(xi * p.M + m) * p.K + k])) : Acc(0);
-          const int nn = p.transpose && !kPlain ? i / kTileK : i % kTile;
-          const int kw = p.transpose && !kPlain ? i % kTileK : i / kTile;
+          // Consecutive threads along W's rows: K when transposed, else N.
+          const int nn = p.transpose ? i / kTileK : i % kTile;
+          const int kw = p.transpose ? i % kTileK : i / kTile;
           const int64_t n = n0 + nn, kq = k0 + kw;
           ws[kw][nn] = (n < p.N && kq < p.K) ? rhs_value<T, Acc, kPlain>(p, wi, kq, n) : Acc(0);
         }

@@ -1,8 +1,8 @@
 // nuvec: eval_gpu of the quantized and gathered products (QuantizedMatmul, GatherQmm,
 // GatherMm; their contracts: src/quantized/quantized.h). Each readies its operands
 // (row-contiguous, 16-byte aligned), describes the product as a cu::QmmArgs (qmm.h) and takes
-// the first kernel that covers it: qmv (few rows), qmm_dense (many rows: dequantize, then
-// cuBLASLt), qmm (tensor cores), qmm_generic (the rest).
+// the first kernel that covers it: qmv (few rows), gemv_plain (GatherMm's few rows),
+// qmm_dense (many rows: dequantize, then cuBLASLt), qmm (tensor cores), qmm_generic (the rest).
 // Gathered indices past their operand raise std::out_of_range through index_errors.cuh.
 #include "backend/cuda/copy.h"
 #include "backend/cuda/index_errors.cuh"
@@ -22,13 +22,26 @@ array operand(const array& in) {
 
 void run_product(const cu::QmmArgs& a) {
   if (cu::qmv_covers(a)) cu::qmv(a);
+  else if (cu::gemv_plain_covers(a)) cu::gemv_plain(a);
   else if (cu::qmm_dense_covers(a) && cu::qmm_dense(a)) return;
   else if (cu::qmm_covers(a)) cu::qmm(a);
   else cu::qmm_generic(a);
 }
 
+/// Whether GatherMm's w (E, K, N) is the swapaxes view of a row-contiguous (E, N, K) buffer (a
+/// Linear's weights stacked, as mixture-of-experts layers pass them): read in place, as a
+/// transposed plain W, rather than copied into (E, K, N) on every call.
+bool transposed_plain(const array& w) {
+  if (w.ndim() != 3 || w.size() == 0) return false;
+  const int64_t K = w.shape(1), N = w.shape(2);
+  const auto& st = w.strides();
+  return st[1] == 1 && (N == 1 || st[2] == K) && (w.shape(0) == 1 || st[0] == N * K) && K > 1 &&
+      cu::is_aligned(cu::device_ptr(w), 16);
+}
+
 /// The gathered products' shared body: inputs {x, w, [scales, [biases]], lhs, rhs} with x
-/// (A, M, K), w (E, ...), lhs/rhs uint32 (B); `quantized` false is GatherMm (w plain (E, K, N)).
+/// (A, M, K), w (E, ...), lhs/rhs uint32 (B); `quantized` false is GatherMm (w plain (E, K, N),
+/// or its transposed view: transposed_plain).
 void run_gathered(
     const char* op,
     const std::vector<array>& inputs,
@@ -40,13 +53,14 @@ void run_gathered(
   void* dst = cu::alloc_output(out);
   if (out.size() == 0) return;
   const size_t n = inputs.size();
-  const array x = operand(inputs[0]), w = operand(inputs[1]);
+  const bool plain_t = !quantized && transposed_plain(inputs[1]);
+  const array x = operand(inputs[0]), w = plain_t ? inputs[1] : operand(inputs[1]);
   const array lhs = operand(inputs[n - 2]), rhs = operand(inputs[n - 1]);
   const array scales = quantized ? operand(inputs[2]) : w;
   const array biases = quantized && spec.has_biases() ? operand(inputs[3]) : scales;
   cu::QmmArgs a;
   a.spec = spec;
-  a.transpose = transpose;
+  a.transpose = quantized ? transpose : plain_t;
   a.dtype = out.dtype();
   a.batch = static_cast<int64_t>(lhs.size());
   a.M = x.shape(1), a.K = x.shape(2), a.N = out.shape(-1);
