@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
     }
     {
       // Paged prefill: 2048 new queries a sequence at the end of a 4096-position context
-      // (NUVEC_ATTENTION_HOPPER=1 runs it on the Hopper kernel; else the CUDA-core paged one).
+      // (on the Hopper kernel; NUVEC_ATTENTION_HOPPER=0 runs the CUDA-core paged one).
       const int b = 4, hkv = 8, l = 2048, ctx = 4096, bs = 16, per_seq = ctx / bs;
       nx::array q = rand_gpu({b, 32, l, 128}, nx::bfloat16);
       nx::array kc = rand_gpu({b * per_seq, hkv, bs, 128}, nx::bfloat16);

@@ -508,8 +508,8 @@ TEST(FastGatedDelta, BackwardKernelInLowPrecision) {
 // GatedDeltaVjp's CUDA kernel against its CPU kernel on the same inputs (the node recorded on
 // each device): float32 and bfloat16 q, k, v with float32 and bfloat16 states; T across the
 // checkpoint chunks; Hv / Hk 1 and 4 (dq and dk summed with atomics); Dk 32, 48 (a partial
-// lane column), 128 and Dv 16, 128. Then GatedDelta's vjp on the GPU with the kernel enabled
-// (NUVEC_GATED_DELTA_VJP_GPU=1) against the fallback's rule there.
+// lane column), 128 and Dv 16, 128. Then GatedDelta's vjp on the GPU with the kernel (NUVEC_GATED_DELTA_VJP_GPU=1,
+// the default) against the fallback's rule there (=0).
 TEST(FastGatedDelta, GpuBackwardMatchesCpu) {
   if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
   const Device cpu(Device::cpu), gpu(Device::gpu);

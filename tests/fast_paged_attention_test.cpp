@@ -160,8 +160,8 @@ TEST(FastPagedAttention, SinksAndWindowsKernelMatchesTheFloat64Fallback) {
   }
 }
 
-// Prefill on the Hopper forward through the block tables (attention_hopper_paged: enabled by
-// NUVEC_ATTENTION_HOPPER=1; both schedules of its key loop): float16 and bfloat16; head sizes
+// Prefill on the Hopper forward through the block tables (attention_hopper_paged: set
+// explicitly with NUVEC_ATTENTION_HOPPER=1, the default; both schedules of its key loop): float16 and bfloat16; head sizes
 // 64, 128, 256; block sizes 8 and 16 (several cache blocks a key tile), 128 and 256 (one
 // block per tile or several tiles a block); lengths of lengths_for (rows that see nothing get
 // the mean of the gathered rows from the second kernel, lengths 0 and past the capacity);

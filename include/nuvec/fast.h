@@ -193,8 +193,8 @@ struct AttentionPlan {
   int query_rows = 0; ///< Composed: query rows per block (Lq when not split).
   /// Tiled on a compute capability 9.0 GPU: the warp-specialised Hopper kernel (float16,
   /// bfloat16; D == Dv 64, 128 or 256; no array mask; every row sees a key) rather than the
-  /// mma.sync one. Until that kernel has been checked on an H200 it is chosen only when the
-  /// environment variable NUVEC_ATTENTION_HOPPER is 1 (read when the op is called). Its
+  /// mma.sync one, unless the environment variable NUVEC_ATTENTION_HOPPER is 0 (read when the
+  /// op is called). Its
   /// launcher still runs the mma.sync kernel for strides that are not whole 16-byte vectors,
   /// unaligned buffers, and builds without sm_90a code.
   bool warp_specialized = false;

@@ -151,7 +151,7 @@ class ScaledDotProductAttentionVjp : public fast::FastPrimitive {
 /// sizes: float16 and bfloat16 decode (at most kPagedDecodeRows query rows per key head) on
 /// the contiguous decode kernel's tensor-core body with paged row addressing
 /// (attention_vector.cu, through attention_decode.h), float16 and bfloat16 prefill on sm_90a
-/// with NUVEC_ATTENTION_HOPPER=1 on attention_hopper.cu (block sizes of at least 8), the rest
+/// (unless NUVEC_ATTENTION_HOPPER=0) on attention_hopper.cu (block sizes of at least 8), the rest
 /// (float32, prefill) on src/backend/cuda/fast/paged_attention.cu; the fallback (gather, then
 /// masked attention) elsewhere. Nodes with a window or sinks are recorded only where the decode kernel covers
 /// them.

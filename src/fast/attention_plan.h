@@ -44,8 +44,8 @@ bool hopper_head(int64_t d, int64_t dv, Dtype dtype);
 bool hopper_covers(const RouteKey& key);
 
 /// Whether the Hopper forward may be planned (and paged prefill run on it):
-/// NUVEC_ATTENTION_HOPPER=1 in the environment, read at each call (a getenv: tests switch it).
-/// Off by default until the kernel has been checked on an H200.
+/// unless NUVEC_ATTENTION_HOPPER=0 in the environment, read at each call (a getenv: tests
+/// switch it).
 bool hopper_forward_enabled();
 
 /// Whether the CPU fused loop covers the dtype (float32, float16, bfloat16).

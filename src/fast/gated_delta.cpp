@@ -246,11 +246,11 @@ std::vector<array> GatedDelta::vjp(
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums,
     const std::vector<array>& outputs) {
-  // The kernel serves the final-state mode: on the CPU, and on a GPU once its CUDA kernel is
-  // enabled (NUVEC_GATED_DELTA_VJP_GPU=1, read at each call, until it has run on one);
-  // elsewhere the fallback's rule.
+  // The kernel serves the final-state mode, on the CPU and on a GPU (its CUDA kernel matched
+  // the CPU one on the H200; NUVEC_GATED_DELTA_VJP_GPU=0, read at each call, keeps the
+  // fallback's rule there); the other modes take the fallback's rule.
   const char* gpu_kernel = std::getenv("NUVEC_GATED_DELTA_VJP_GPU");
-  const bool enabled = stream().device != Device::gpu || (gpu_kernel != nullptr && std::string(gpu_kernel) == "1");
+  const bool enabled = stream().device != Device::gpu || gpu_kernel == nullptr || std::string(gpu_kernel) != "0";
   if (mode_ != GatedDeltaMode::final_state || !enabled) {
     return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
   }

@@ -30,8 +30,8 @@ enum class GatedDeltaMode {
 /// a group of lanes per state row (8 elements each) in registers, or from T = 64 on (not the
 /// steps mode) the chunked WY form (src/backend/cuda/fast/gated_delta_chunked.cu). Rules (vjp, jvp) from the
 /// fallback, except the final-state mode's vjp: a GatedDeltaVjp node (the recurrence run
-/// backwards) on the CPU, and on a GPU with NUVEC_GATED_DELTA_VJP_GPU=1 (its CUDA kernel has
-/// not yet run on one); vmap folds the batch axis into B (the slots mode batches its
+/// backwards) on the CPU and on a GPU (NUVEC_GATED_DELTA_VJP_GPU=0 takes the fallback's rule
+/// there); vmap folds the batch axis into B (the slots mode batches its
 /// fallback).
 class GatedDelta : public fast::FastPrimitive {
  public:

@@ -109,11 +109,7 @@ GenerationResult generate_tokens(const Model& model, const std::vector<int>& pro
   if (max_new <= 0) {
     return result;
   }
-  // Hybrid models and GPT-OSS keep the dense path here: their engine path (the state pools'
-  // CUDA graphs; GPT-OSS's sinks and windows on the paged decode kernel) has not yet run on a
-  // GPU (scripts/device/pending_checks.sh).
-  if (options.cuda_graphs && n <= options.prefill_step && default_device().type == Device::gpu &&
-      !config.gpt_oss && !config.has_linear_layers()) {
+  if (options.cuda_graphs && n <= options.prefill_step && default_device().type == Device::gpu) {
     return generate_paged(model, prompt, options, max_new, on_token);
   }
   const bool penalise = options.sampling.repetition_penalty != 1.0f;

@@ -1,8 +1,8 @@
 // nuvec: the CUDA kernel of GatedDeltaVjp, the backward of the gated delta rule (its meaning
 // and the CPU kernel: src/fast/gated_delta.h, src/backend/cpu/fast/gated_delta.cpp; the row
-// rule both run: src/backend/common/math/gated_delta.h). Written without a GPU at hand: GatedDelta's
-// vjp records it on a GPU stream only with NUVEC_GATED_DELTA_VJP_GPU=1 until it has been
-// checked on one (tests/fast_gated_delta_test.cpp, GpuBackwardMatchesCpu).
+// rule both run: src/backend/common/math/gated_delta.h). GatedDelta's vjp records it on a GPU
+// stream unless NUVEC_GATED_DELTA_VJP_GPU=0 (checked against the CPU kernel on the H200:
+// tests/fast_gated_delta_test.cpp, GpuBackwardMatchesCpu).
 //
 // One block of 8 warps per (b, value head), the recurrence run backwards as on the CPU:
 //  1. the forward pass once, each warp taking rows i ≡ warp (mod 8) of the [Dv, Dk] state in

@@ -33,8 +33,8 @@
 // Positions past a block's last visible one are never read (a NaN in an unused cache slot
 // cannot leak into an output, where the fallback's 0 · NaN would). Prefill (large L) runs the
 // same kernel with more row chunks: correct, and each chunk stops at its last visible position,
-// but every chunk re-reads its K and V (from L2 mostly). On Hopper, with its forward enabled
-// (NUVEC_ATTENTION_HOPPER=1), float16 / bfloat16 prefill runs attention_hopper.cu's
+// but every chunk re-reads its K and V (from L2 mostly). On Hopper (unless
+// NUVEC_ATTENTION_HOPPER=0), float16 / bfloat16 prefill runs attention_hopper.cu's
 // warp-specialised kernel through the block tables instead (attention_hopper_paged).
 //
 // paged_write_kernel: the cache is copied into the output first (copy_elements: one
