@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks still owed by code written without a device (sessions 13 and 14), for one
-# device call each (the device tool runs a command for at most 10 minutes; the build stays on
-# a warm machine between calls):
+# The GPU checks of the code sessions 13 and 14 wrote without a device, one part per device
+# call or several in one (the device tool runs a command for at most 10 minutes; the build
+# stays on a warm machine between calls, which a machine keeps for 30 s only):
 #   scripts/device/pending_checks.sh build    configure and build what the checks need
 #   scripts/device/pending_checks.sh kernels  the new kernels' GPU tests, compute-sanitizer
 #   scripts/device/pending_checks.sh engine   the routes beside them and the engine on the GPU
@@ -15,9 +15,9 @@
 #    kernel (GatedDeltaVjp's CUDA kernel against its CPU one, GpuBackwardMatchesCpu);
 #  - lm_engine_test, lm_serve_test: the hybrid (Qwen3-Next) and GPT-OSS engines on the GPU;
 #  - fast_attention_tiled_test, fast_attention_backward_test: the routes beside them unchanged.
-# Then, when they pass: NUVEC_ATTENTION_HOPPER on by default (src/fast/attention_plan.cpp),
-# NUVEC_GATED_DELTA_VJP_GPU on by default (GatedDelta::vjp, src/fast/gated_delta.cpp) and the
-# hybrid/GPT-OSS gate in src/lm/generate.cpp lifted.
+# They passed on 2026-12-05 (bench/GPU-NOTES.md, fifteenth session), after which the Hopper
+# forward and the GPU gated-delta backward became the defaults; the script stays as the check
+# to repeat after changing those kernels.
 # Needs .devdeps (scripts/device/make_deps.sh here first; carry .devdeps). Logs: $OUT/logs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
