@@ -594,6 +594,20 @@ TEST(FastGatedDelta, VmapFoldsIntoTheBatch) {
       {batched[0], k, batched[2], g, batched[4], slots}, {1, -1, 0, -1, 3, 0}, 1e-5, 1e-5);
 }
 
+// A slot outside the pool under vmap (the slots mode's fallback, a take of the pool's rows)
+// throws std::out_of_range naming gated_delta_slots, not take.
+TEST(FastGatedDelta, VmappedSlotOutOfThePoolNamesTheOp) {
+  const Case c{2, 3, 1, 2, 32, 8};
+  const Inputs in = make_inputs(c, float32, float32);
+  const array pool = randn({5, c.hv, c.dv, c.dk}, float32);
+  const array slots = stack({array({0, 3}, int32), array({4, 7}, int32)}, 0); // 7: past the pool
+  auto f = [&](const std::vector<array>& x) {
+    auto [y, p] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, x[0]);
+    return std::vector<array>{y, p};
+  };
+  expect_throws_naming<std::out_of_range>([&] { eval(vmap(f, {0}, {0, 0})({slots})); }, "gated_delta_slots");
+}
+
 TEST(FastGatedDelta, BadInput) {
   const Case c{2, 3, 2, 4, 32, 8};
   const Inputs in = make_inputs(c, float32, float32);

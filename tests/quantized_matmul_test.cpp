@@ -526,6 +526,19 @@ TEST(GatherQmm, SixtyFourBitIndicesPastUint32AreOutOfRange) {
   EXPECT_THROW(eval(gather_qmm(randn({3, 2, 64}, float32), w.w_q, w.scales, w.biases, array({0}, {1}, int32), idx)), std::out_of_range);
 }
 
+// Out-of-range indices of the products whose meaning is a graph over take (gather_qqmm, and
+// gather_mm of integers, which runs its fallback) throw std::out_of_range naming the product.
+TEST(GatherQmm, IndexErrorsOfTheGraphsNameTheProduct) {
+  array x = randn({2, 1, 64}, float32), w = randn({3, 8, 64}, float32);
+  array good = array({0, 1}, {2}, int32), bad = array({0, 3}, {2}, int32);
+  expect_throws_naming<std::out_of_range>(
+      [&] { eval(gather_qqmm(x, w, std::nullopt, good, bad, std::nullopt, std::nullopt, "mxfp8")); }, "gather_qqmm");
+  expect_throws_naming<std::out_of_range>(
+      [&] { eval(gather_qqmm(x, w, std::nullopt, bad, good, std::nullopt, std::nullopt, "mxfp8")); }, "gather_qqmm");
+  array a = astype(randint({2, 3, 4}, -5, 5), int32), b = astype(randint({3, 4, 5}, -5, 5), int32);
+  expect_throws_naming<std::out_of_range>([&] { eval(gather_mm(a, b, good, bad)); }, "gather_mm");
+}
+
 TEST(Qqmm, GlobalScalesOnlyForNvfp4AndForwardMode) {
   array x = randn({3, 64}, float32), w = randn({8, 64}, float32);
   expect_throws_naming<std::invalid_argument>(

@@ -66,7 +66,7 @@ std::vector<array> gated_delta_graph(const std::vector<array>& in, bool steps, S
 std::vector<array> gated_delta_slots_graph(const std::vector<array>& in, StreamOrDevice s) {
   const array &pool = in[5], &slots = in[6];
   std::vector<array> args(in.begin(), in.begin() + 5);
-  args.push_back(take(pool, slots, 0, s));
+  args.push_back(detail::take(pool, slots, 0, "gated_delta_slots", s));
   auto out = gated_delta_graph(args, false, s);
   const array at = broadcast_to(reshape(slots, {-1, 1, 1, 1}, s), out[1].shape(), s);
   return {out[0], put_along_axis(pool, at, out[1], 0, s)};

@@ -175,7 +175,10 @@ Shape unit_strides(const Shape& start) {
 // take
 
 array take(const array& a, const array& indices, int axis, StreamOrDevice s) {
-  const char* op = "take";
+  return detail::take(a, indices, axis, "take", s);
+}
+
+array detail::take(const array& a, const array& indices, int axis, const char* op, StreamOrDevice s) {
   int ax = normalize_axis_index(axis, static_cast<int>(a.ndim()), op);
   const int r = static_cast<int>(indices.ndim());
   const int nd = static_cast<int>(a.ndim());

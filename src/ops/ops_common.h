@@ -73,4 +73,14 @@ inline Dtype float_accumulate_type(Dtype dt) {
   return (dt == float16 || dt == bfloat16) ? float32 : dt;
 }
 
+namespace detail {
+
+/// take(a, indices, axis) whose out-of-range error (std::out_of_range at eval) names `op`, a
+/// string literal: the ops whose meaning is a graph over take (gather_qqmm, the fallbacks of
+/// gather_mm, gather_qmm and gated_delta_slots) report the index the caller passed under their
+/// own name rather than take's.
+array take(const array& a, const array& indices, int axis, const char* op, StreamOrDevice s = {});
+
+} // namespace detail
+
 } // namespace nuvec

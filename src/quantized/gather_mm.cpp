@@ -10,7 +10,9 @@ GatherMm::GatherMm(Stream stream, bool sorted)
     : FastPrimitive(
           stream,
           [stream](const std::vector<array>& in) {
-            return std::vector<array>{matmul(take(in[0], in[2], 0, stream), take(in[1], in[3], 0, stream), stream)};
+            const char* op = "gather_mm";
+            return std::vector<array>{
+                matmul(detail::take(in[0], in[2], 0, op, stream), detail::take(in[1], in[3], 0, op, stream), stream)};
           }),
       sorted_(sorted) {}
 

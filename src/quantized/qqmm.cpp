@@ -198,9 +198,10 @@ array gather_qqmm(
   }
   auto idx = quant::gather_indices(op, x, qw.w, lhs_indices, rhs_indices, s);
   const Dtype dt = x.dtype() == float64 ? float32 : x.dtype();
-  array xg = take(quant::flat_batches(x, s), idx.lhs, 0, s);
+  array xg = detail::take(quant::flat_batches(x, s), idx.lhs, 0, op, s);
   array wd = dequantize(
-      take(quant::flat_batches(qw.w, s), idx.rhs, 0, s), take(quant::flat_batches(qw.scales, s), idx.rhs, 0, s),
+      detail::take(quant::flat_batches(qw.w, s), idx.rhs, 0, op, s),
+      detail::take(quant::flat_batches(qw.scales, s), idx.rhs, 0, op, s),
       std::nullopt, spec.group_size, spec.bits, mode, global_scale_w, float32, s);
   array out = astype(matmul(fp_rounded_ste(spec, xg, global_scale_x, s), swapaxes(wd, -1, -2, s), s), dt, s);
   Shape shape = idx.batch;

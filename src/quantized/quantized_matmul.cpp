@@ -179,9 +179,11 @@ GatherQmm::GatherQmm(Stream stream, QuantSpec spec, bool transpose, bool sorted)
             const array& lhs = in[affine ? 4 : 3];
             const array& rhs = in[affine ? 5 : 4];
             std::optional<array> biases;
-            if (affine) biases = take(in[3], rhs, 0, s);
+            const char* op = "gather_qmm";
+            if (affine) biases = detail::take(in[3], rhs, 0, op, s);
             return std::vector<array>{quant::quantized_product_graph(
-                spec, transpose, take(in[0], lhs, 0, s), take(in[1], rhs, 0, s), take(in[2], rhs, 0, s), biases, s)};
+                spec, transpose, detail::take(in[0], lhs, 0, op, s), detail::take(in[1], rhs, 0, op, s),
+                detail::take(in[2], rhs, 0, op, s), biases, s)};
           }),
       spec_(spec),
       transpose_(transpose),
