@@ -3,7 +3,8 @@
 // from the forward's fallback (fast::attention_graph in float64, rounded as a forward kernel
 // would return them), against the vjp of that fallback evaluated on float64 CPU copies of the
 // same (rounded) inputs: dq, dk, dv and dsinks. Every dtype (float32, float16, bfloat16); D
-// 64 and 128 (the tensor-core kernels for the half types) and 80 (the float32 SIMT kernels);
+// 64 and 128 (the tensor-core kernels for the half types), 256 (the half types' mma.sync
+// kernels with NUVEC_ATTENTION_BACKWARD_D256=1) and 80 (the float32 SIMT kernels);
 // Lq 1, 17, 300 against Lk 7 and 300 (tile edges, causal rows that see no key); GQA 1 and 4;
 // no mask, causal, causal with a window, a bool mask with a row that sees nothing, an
 // additive mask broadcast over batch and heads (with −inf entries), a broadcast key-padding
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -210,6 +212,18 @@ CaseInputs dense_inputs(const Case& c) {
   return {q.x, k.x, v.x, q.x64, k.x64, v.x64};
 }
 
+// Views: q with rows of D + pad elements, k and v sliced along L from a cache of Lk + 9 rows.
+CaseInputs strided_inputs(const Case& c, int pad) {
+  Drawn qb = draw({c.b, c.hq, c.lq, c.d + pad}, c.dt), kb = draw({c.b, c.hkv, c.lk + 9, c.d}, c.dt),
+        vb = draw({c.b, c.hkv, c.lk + 9, c.dv}, c.dt);
+  auto cut_q = [&](const array& a) { return slice(a, {0, 0, 0, 0}, {c.b, c.hq, c.lq, c.d}, kCpu); };
+  auto cut_kv = [&](const array& a, int d) { return slice(a, {0, 0, 3, 0}, {c.b, c.hkv, c.lk + 3, d}, kCpu); };
+  CaseInputs in{cut_q(qb.x), cut_kv(kb.x, c.d), cut_kv(vb.x, c.dv), contiguous(cut_q(qb.x64), false, kCpu),
+                contiguous(cut_kv(kb.x64, c.d), false, kCpu), contiguous(cut_kv(vb.x64, c.dv), false, kCpu)};
+  eval(in.q, in.k, in.v, in.q64, in.k64, in.v64);
+  return in;
+}
+
 // The GPU node's gradients {dq, dk, dv[, dsinks]} for the case.
 std::vector<array> run_node(const Case& c, const CaseInputs& in, const std::optional<Masks>& mask, const std::optional<Drawn>& sinks,
                             const array& out, const array& lse, const array& dout) {
@@ -334,6 +348,42 @@ TEST(AttentionBackwardGpu, OtherHeadSizes) {
   }
 }
 
+// D 256 in the half types on the mma.sync kernels (the dk/dv kernel once for dv, once for dk;
+// dq with key tiles of 16), enabled by NUVEC_ATTENTION_BACKWARD_D256=1 until this test has
+// passed on a GPU: every mask kind, sinks, GQA, tile edges, as check_dtype does for D 64/128.
+// One small D 256 case, for compute-sanitizer (scripts/device/pending_checks.sh d256).
+TEST(AttentionBackwardGpu, D256SmallCaseOnTensorCores) {
+  NUVEC_REQUIRE_GPU();
+  ScopedEnv on("NUVEC_ATTENTION_BACKWARD_D256", "1");
+  Case c;
+  c.dt = bfloat16;
+  c.d = c.dv = 256;
+  c.b = 1;
+  c.hq = 2;
+  c.hkv = 1;
+  c.lq = 40;
+  c.lk = 70;
+  c.mask = MaskKind::Causal;
+  check_case(c, dense_inputs(c));
+}
+
+TEST(AttentionBackwardGpu, HalfTypesD256OnTensorCores) {
+  NUVEC_REQUIRE_GPU();
+  ScopedEnv on("NUVEC_ATTENTION_BACKWARD_D256", "1");
+  for (Dtype dt : {float16, bfloat16}) check_dtype(dt, 256);
+  // Rows that are not 16-byte aligned still take the SIMT kernels (tensor_core_fits).
+  Case c;
+  c.dt = bfloat16;
+  c.d = c.dv = 256;
+  c.b = 1;
+  c.hq = 2;
+  c.hkv = 1;
+  c.lq = 33;
+  c.lk = 40;
+  c.mask = MaskKind::Causal;
+  check_case(c, strided_inputs(c, 1));
+}
+
 // q, k and v as views: k and v sliced along L from a longer cache, q with padded rows (both
 // still 16-byte aligned: the tensor-core kernels), and q with rows of D + 1 elements (not
 // aligned: the SIMT kernels).
@@ -350,15 +400,8 @@ TEST(AttentionBackwardGpu, StridedInputs) {
       c.lq = 70;
       c.lk = 130;
       c.mask = MaskKind::Causal;
-      Drawn qb = draw({c.b, c.hq, c.lq, c.d + pad}, dt), kb = draw({c.b, c.hkv, c.lk + 9, c.d}, dt),
-            vb = draw({c.b, c.hkv, c.lk + 9, c.dv}, dt);
-      auto cut_q = [&](const array& a) { return slice(a, {0, 0, 0, 0}, {c.b, c.hq, c.lq, c.d}, kCpu); };
-      auto cut_kv = [&](const array& a, int d) { return slice(a, {0, 0, 3, 0}, {c.b, c.hkv, c.lk + 3, d}, kCpu); };
-      CaseInputs in{cut_q(qb.x), cut_kv(kb.x, c.d), cut_kv(vb.x, c.dv), contiguous(cut_q(qb.x64), false, kCpu),
-                    contiguous(cut_kv(kb.x64, c.d), false, kCpu), contiguous(cut_kv(vb.x64, c.dv), false, kCpu)};
-      eval(in.q, in.k, in.v, in.q64, in.k64, in.v64);
       SCOPED_TRACE("q row padding " + std::to_string(pad));
-      check_case(c, in);
+      check_case(c, strided_inputs(c, pad));
     }
   }
 }

@@ -128,4 +128,24 @@ void expect_throws_naming(F&& f, const std::string& op) {
   }
 }
 
+/// Sets an environment variable for a scope (a kernel's switch in a test) and restores the
+/// previous value, or its absence, on the way out, a failed assertion's exception included.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) before_ = v, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), before_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, before_;
+  bool had_ = false;
+};
+
 } // namespace nuvec::testing

@@ -33,10 +33,14 @@
 // shared-memory tiles), else the mma.sync m16n8k16 kernels (device/mma.cuh): each warp owns
 // 16 keys (dk/dv) or 16 queries (dq), so p and ds go from the accumulators straight into the
 // A operand of the next product (the C layout of two n8 tiles is the A layout of one k16
-// step); tiles stream in through cp.async, three stages deep (one barrier a step).
+// step); tiles stream in through cp.async, three stages deep (one barrier a step). D 256 in
+// the half types takes the mma.sync kernels too when NUVEC_ATTENTION_BACKWARD_D256=1 (written
+// without a GPU at hand; on until its test has run): the dk/dv kernel twice, keeping dv, then
+// dk (128 accumulators a thread each), and streamed tiles of 16 rows.
 // Everything else (float32, other head sizes up to 256, unaligned rows) runs the float32
 // SIMT kernels generic_dkdv_kernel and generic_dq_kernel, which share the tile arithmetic
 // (generic_scores).
+#include <cstdlib>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -412,7 +416,7 @@ __global__ void __launch_bounds__(kGenericThreads, 1) generic_dq_kernel(__grid_c
   }
 }
 
-// ---- 3, 4 on tensor cores: float16 / bfloat16, D == Dv in {64, 128} -------------------------
+// ---- 3, 4 on tensor cores: float16 / bfloat16, D == Dv in {64, 128} (256: kDkdvTogether) --
 
 /// Shared-memory rows of the tensor-core kernels: D elements padded by 16 bytes, so the 8
 /// rows of one ldmatrix (16 bytes each, at one column) fall in 8 different 16-byte bank
@@ -504,30 +508,41 @@ __device__ __forceinline__ void mma_cb(float (&acc)[N / 8][4], const float (&c)[
 /// and each key tile a dq block loads serves 128 queries, which halves the L2 traffic of 64-row
 /// blocks; at about 250 registers a thread one block fills an SM's register file). dk/dv:
 /// 128 keys a block, query tiles of BM (32 for D 128: 128 accumulators of dk and dv plus 32
-/// of p and ds a thread; 64 for D 64). dq: 128 queries a block, key tiles of 64.
+/// of p and ds a thread; 64 for D 64). dq: 128 queries a block, key tiles of BN (64).
+/// D 256: 128 accumulators a thread are one of dk, dv or dq, so the dk/dv kernel runs twice,
+/// once for each (kDkdvTogether), and the streamed tiles are 16 rows (the block's own rows take
+/// 132 KB of shared memory; 182 KB in all).
 constexpr int kTcWarps = 8;
 constexpr int kTcThreads = kTcWarps * kWarpSize;
 constexpr int kTcRows = 16 * kTcWarps;
 template <int D>
-constexpr int kDkdvBm = D >= 128 ? 32 : 64;
-constexpr int kDqBn = 64;
+constexpr int kDkdvBm = D >= 256 ? 16 : D >= 128 ? 32 : 64;
+template <int D>
+constexpr int kDqBn = D >= 256 ? 16 : 64;
+/// Which accumulators a tc_dkdv_kernel keeps (a bit mask): both below D 256, one a launch there.
+enum DkdvPart : int { kDvPart = 1, kDkPart = 2, kBothParts = 3 };
+/// Whether one dk/dv launch keeps both accumulators (else one launch for dv, one for dk).
+template <int D>
+constexpr bool kDkdvTogether = D < 256;
 /// Shared-memory stages of the streamed tiles. Three let one barrier a step do: the tile
 /// issued at the top of step n (for step n + 2) refills the stage step n − 1 read, which every
 /// warp has left once it passes step n's barrier; the copies get two steps to land.
 constexpr int kStages = 3;
-static_assert(kRowPad % kDkdvBm<64> == 0 && kRowPad % kDkdvBm<128> == 0 && kRowPad % kTcRows == 0);
+static_assert(kRowPad % kDkdvBm<64> == 0 && kRowPad % kDkdvBm<128> == 0 && kRowPad % kDkdvBm<256> == 0 &&
+              kRowPad % kTcRows == 0);
 
 /// Dynamic shared memory of tc_dkdv_kernel: the block's keys and values, kStages stages of
-/// the query tile's q and dout and of its lse2 and delta (D 128 bf16: 123 KB).
+/// the query tile's q and dout and of its lse2 and delta (bf16: 123 KB at D 128, 182 KB at
+/// D 256).
 template <typename T, int D>
 constexpr size_t dkdv_smem_bytes() {
   return sizeof(T) * (2 * kTcRows + 2 * kStages * kDkdvBm<D>) * kLd<D> + sizeof(float) * 2 * kStages * kDkdvBm<D>;
 }
 /// Dynamic shared memory of tc_dq_kernel: the block's q and dout, kStages stages of the key
-/// tile's keys and values (D 128 bf16: 174 KB).
+/// tile's keys and values (bf16: 174 KB at D 128, 182 KB at D 256).
 template <typename T, int D>
 constexpr size_t dq_smem_bytes() {
-  return sizeof(T) * (2 * kTcRows + 2 * kStages * kDqBn) * kLd<D>;
+  return sizeof(T) * (2 * kTcRows + 2 * kStages * kDqBn<D>) * kLd<D>;
 }
 
 /// The top of step n of a stream of `steps` tiles (kStages deep, tiles 0 .. kStages − 2
@@ -548,8 +563,10 @@ __device__ __forceinline__ int stream_step(int64_t n, int64_t steps, const Issue
 /// keys k0 + 16w..: per query tile it computes Sᵀ = K_w Qᵀ and dPᵀ = V_w dOᵀ (16 x BM), turns
 /// them into Pᵀ and dSᵀ in registers, and adds Pᵀ dO to dv and dSᵀ Q to dk. Query tiles
 /// (every query head of the group, the causal range only) stream in kStages − 1 ahead.
-template <typename T, int D>
+/// kParts (DkdvPart) selects the outputs: dv alone needs neither V nor dPᵀ.
+template <typename T, int D, int kParts>
 __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ const BwdArgs<T> a) {
+  constexpr bool kDv = (kParts & kDvPart) != 0, kDk = (kParts & kDkPart) != 0;
   constexpr int BM = kDkdvBm<D>, LD = kLd<D>;
   extern __shared__ __align__(16) unsigned char tc_smem[];
   T* sk = reinterpret_cast<T*>(tc_smem);
@@ -566,7 +583,9 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ c
   const int64_t k1 = k0 + kTcRows < g.lk ? k0 + kTcRows : g.lk;
 
   async_rows<kTcThreads, D>(sk, a.k + b * g.k_stride[0] + hk * g.k_stride[1] + k0 * g.k_stride[2], g.k_stride[2], k1 - k0, kTcRows);
-  async_rows<kTcThreads, D>(sv, a.v + b * g.v_stride[0] + hk * g.v_stride[1] + k0 * g.v_stride[2], g.v_stride[2], k1 - k0, kTcRows);
+  if constexpr (kDk) {
+    async_rows<kTcThreads, D>(sv, a.v + b * g.v_stride[0] + hk * g.v_stride[1] + k0 * g.v_stride[2], g.v_stride[2], k1 - k0, kTcRows);
+  }
   cp_async_commit();
 
   int64_t lo, hi;
@@ -579,8 +598,8 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ c
     const int64_t h = hk * group + n / per_head, q0 = start + (n % per_head) * BM, bh = b * g.hq + h;
     async_rows<kTcThreads, D>(sq + stage * BM * LD, a.q + b * g.q_stride[0] + h * g.q_stride[1] + q0 * g.q_stride[2], g.q_stride[2], g.lq - q0, BM);
     async_rows<kTcThreads, D>(sdo + stage * BM * LD, a.dout + (bh * g.lq + q0) * D, D, g.lq - q0, BM);
-    // lse2 and delta: BM / 4 vectors each, inside the head's padded rows (q0 + BM <= lqp).
-    if (threadIdx.x < BM / 2) {
+    // lse2 and delta (dk only): BM / 4 vectors each, inside the head's padded rows (q0 + BM <= lqp).
+    if (threadIdx.x < (kDk ? BM / 2 : BM / 4)) {
       const int half = threadIdx.x / (BM / 4), c = threadIdx.x % (BM / 4);
       const float* src = (half ? a.delta : a.lse2) + bh * a.lqp + q0 + 4 * c;
       cp_async_16((half ? sd : sl) + stage * BM + 4 * c, src, true);
@@ -588,11 +607,17 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ c
     cp_async_commit();
   };
 
-  float dk[D / 8][4], dv[D / 8][4];
+  // An accumulator a launch does not keep has one unused row (sizes must be positive).
+  float dk[kDk ? D / 8 : 1][4], dv[kDv ? D / 8 : 1][4];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
+  for (int n = 0; n < (kDk ? D / 8 : 1); ++n) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
+    for (int e = 0; e < 4; ++e) dk[n][e] = 0.f;
+  }
+#pragma unroll
+  for (int n = 0; n < (kDv ? D / 8 : 1); ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dv[n][e] = 0.f;
   }
   for (int64_t n = 0; n < kStages - 1 && n < steps; ++n) issue(n, static_cast<int>(n));
   const int64_t j_lo = k0 + 16 * warp; // this warp's keys
@@ -611,7 +636,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ c
       for (int e = 0; e < 4; ++e) s[m][e] = dp[m][e] = 0.f;
     }
     mma_abt<T, D, BM / 8>(s, sk + 16 * warp * LD, q_s);
-    mma_abt<T, D, BM / 8>(dp, sv + 16 * warp * LD, do_s);
+    if constexpr (kDk) mma_abt<T, D, BM / 8>(dp, sv + 16 * warp * LD, do_s);
     // Sᵀ element (key row, query col): row g8 (+8 for e >= 2), col 8m + 2 t4 (+1 for odd e).
     const bool full = all_visible(g, q0, q0 + BM, j_lo, j_lo + 16);
 #pragma unroll
@@ -622,21 +647,21 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ c
         const float l2 = l_s[col];
         const float p = full ? exp2_approx(s[m][e] * a.scale_log2 - l2)
                              : prob(a, b, h, q0 + col, j_lo + g8 + (e >= 2 ? 8 : 0), s[m][e], l2);
-        dp[m][e] = p * (dp[m][e] - d_s[col]);
+        if constexpr (kDk) dp[m][e] = p * (dp[m][e] - d_s[col]);
         s[m][e] = p;
       }
     }
-    mma_cb<T, D, BM / 8>(dv, s, do_s);
-    mma_cb<T, D, BM / 8>(dk, dp, q_s);
+    if constexpr (kDv) mma_cb<T, D, BM / 8>(dv, s, do_s);
+    if constexpr (kDk) mma_cb<T, D, BM / 8>(dk, dp, q_s);
   }
   cp_async_wait<0>(); // the key tile's copies, when there were no steps
   __syncthreads();    // every warp is done with the tiles before the staging overwrites them
   // Each warp stages its own 16 rows over the key and value tiles, then the block stores.
-  stage_tile<T, D>(sk, 16 * warp, dk, g.scale, nullptr);
-  stage_tile<T, D>(sv, 16 * warp, dv, 1.f, a.uniform ? a.uniform + bk * D : nullptr);
+  if constexpr (kDk) stage_tile<T, D>(sk, 16 * warp, dk, g.scale, nullptr);
+  if constexpr (kDv) stage_tile<T, D>(sv, 16 * warp, dv, 1.f, a.uniform ? a.uniform + bk * D : nullptr);
   __syncthreads();
-  store_rows<kTcThreads, D>(a.dk + (bk * g.lk + k0) * D, sk, k1 - k0, kTcRows);
-  store_rows<kTcThreads, D>(a.dv + (bk * g.lk + k0) * D, sv, k1 - k0, kTcRows);
+  if constexpr (kDk) store_rows<kTcThreads, D>(a.dk + (bk * g.lk + k0) * D, sk, k1 - k0, kTcRows);
+  if constexpr (kDv) store_rows<kTcThreads, D>(a.dv + (bk * g.lk + k0) * D, sv, k1 - k0, kTcRows);
 }
 
 /// dq of 128 queries on tensor cores (a block per (b, query head, query tile); the last tiles
@@ -645,7 +670,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ c
 /// (the causal span only) stream in kStages − 1 ahead.
 template <typename T, int D>
 __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(__grid_constant__ const BwdArgs<T> a) {
-  constexpr int BN = kDqBn, LD = kLd<D>;
+  constexpr int BN = kDqBn<D>, LD = kLd<D>;
   extern __shared__ __align__(16) unsigned char tc_smem[];
   T* sq = reinterpret_cast<T*>(tc_smem);
   T* sdo = sq + kTcRows * LD;
@@ -1056,18 +1081,30 @@ void run_wgmma(BwdArgs<T> a) {
   launch(dq_convert_kernel<T, D>, tiles, kWgThreads, 0, a, "dq_convert_kernel");
 }
 
+/// One launch of tc_dkdv_kernel keeping the accumulators kParts.
+template <typename T, int D, int kParts>
+void launch_dkdv(const BwdArgs<T>& a) {
+  constexpr size_t bytes = dkdv_smem_bytes<T, D>();
+  static const bool ok = allow_smem(tc_dkdv_kernel<T, D, kParts>, bytes);
+  (void)ok;
+  const attention::Geometry& g = a.g;
+  launch(tc_dkdv_kernel<T, D, kParts>, g.b * g.hkv * ((g.lk + kTcRows - 1) / kTcRows), kTcThreads, bytes, a, "tc_dkdv_kernel");
+}
+
 template <typename T, int D>
 void run_tensor_cores(const BwdArgs<T>& a) {
   const attention::Geometry& g = a.g;
-  if (wgmma_usable()) {
-    run_wgmma<T, D>(a);
-    return;
+  if constexpr (D <= 128) {
+    if (wgmma_usable()) {
+      run_wgmma<T, D>(a);
+      return;
+    }
   }
-  {
-    constexpr size_t bytes = dkdv_smem_bytes<T, D>();
-    static const bool ok = allow_smem(tc_dkdv_kernel<T, D>, bytes);
-    (void)ok;
-    launch(tc_dkdv_kernel<T, D>, g.b * g.hkv * ((g.lk + kTcRows - 1) / kTcRows), kTcThreads, bytes, a, "tc_dkdv_kernel");
+  if constexpr (kDkdvTogether<D>) {
+    launch_dkdv<T, D, kBothParts>(a);
+  } else {
+    launch_dkdv<T, D, kDvPart>(a);
+    launch_dkdv<T, D, kDkPart>(a);
   }
   {
     constexpr size_t bytes = dq_smem_bytes<T, D>();
@@ -1091,12 +1128,21 @@ void run_generic(const BwdArgs<T>& a) {
          "generic_dq_kernel");
 }
 
-/// Whether the tensor-core kernels take the call: the half types, D == Dv in {64, 128}, and
-/// every row of q, k, v, dout and the gradients starting on a 16-byte boundary.
+/// Whether D 256 runs the mma.sync kernels (twice for dk/dv) rather than the SIMT ones:
+/// NUVEC_ATTENTION_BACKWARD_D256=1, read at each call, until they have run on a GPU
+/// (tests/fast_attention_backward_test.cpp, HalfTypesD256OnTensorCores).
+bool d256_tensor_cores() {
+  const char* v = std::getenv("NUVEC_ATTENTION_BACKWARD_D256");
+  return v != nullptr && std::string(v) == "1";
+}
+
+/// Whether the tensor-core kernels take the call: the half types, D == Dv in {64, 128} (and
+/// 256 with d256_tensor_cores), and every row of q, k, v, dout and the gradients starting on
+/// a 16-byte boundary.
 template <typename T>
 bool tensor_core_fits(const BwdArgs<T>& a) {
   const attention::Geometry& g = a.g;
-  if (g.d != g.dv || (g.d != 64 && g.d != 128)) return false;
+  if (g.d != g.dv || (g.d != 64 && g.d != 128 && !(g.d == 256 && d256_tensor_cores()))) return false;
   for (const int64_t* st : {g.q_stride, g.k_stride, g.v_stride}) {
     for (int i = 0; i < 3; ++i) {
       if (st[i] % 8 != 0) return false;
@@ -1117,7 +1163,8 @@ bool try_tensor_cores(const BwdArgs<T>& a) {
   if constexpr (is_half_device_v<T>) {
     if (!tensor_core_fits(a)) return false;
     if (a.g.d == 64) run_tensor_cores<T, 64>(a);
-    else run_tensor_cores<T, 128>(a);
+    else if (a.g.d == 128) run_tensor_cores<T, 128>(a);
+    else run_tensor_cores<T, 256>(a);
     return true;
   } else {
     return false;
