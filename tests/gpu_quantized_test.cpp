@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -257,36 +258,70 @@ TEST(GpuQuantized, GatherMmEveryDtype) {
   }
 }
 
-// gather_mm with b the swapaxes view of stacked [E, N, K] weights (how a mixture-of-experts
-// layer passes its Linear-shaped experts), read in place: few rows a batch entry (M 1, 3, 8:
-// gemv_plain, K a whole number of 16-byte vectors) and more (M 12) or K 100 (not a whole
-// number of vectors in half types: the generic kernel, transposed); an entry of b's batch
-// reused, sorted and unsorted; the views' buffers unchanged.
+// gather_mm(a, swapaxes(w)) with w stacked [E, N, K] weights (how a mixture-of-experts layer
+// passes its Linear-shaped experts, read in place) against float64 and the CPU; the view's
+// buffer unchanged.
+void check_transposed_gather(Dtype dt, int A, int E, int M, int K, int N, int entries, bool sorted) {
+  SCOPED_TRACE(dtype_name(dt) + " M " + std::to_string(M) + " K " + std::to_string(K) + " entries " +
+               std::to_string(entries) + (sorted ? " sorted" : ""));
+  array a = randn({A, M, K}, dt), w = randn({E, N, K}, dt);
+  array lhs = randint({entries}, 0, A - 1, int32), rhs = randint({entries}, 0, E - 1, int32);
+  if (sorted) rhs = sort(rhs, -1, kCpu);
+  eval({a, w, lhs, rhs});
+  const std::vector<double> w_before = host_values(w);
+  array gpu = gather_mm(a, swapaxes(w, -1, -2, kGpu), lhs, rhs, sorted, kGpu);
+  array cpu = gather_mm(a, swapaxes(w, -1, -2, kCpu), lhs, rhs, sorted, kCpu);
+  array ref = matmul(take(astype(a, float64, kCpu), lhs, 0, kCpu),
+                     swapaxes(take(astype(w, float64, kCpu), rhs, 0, kCpu), -1, -2, kCpu), kCpu);
+  eval({gpu, cpu, ref});
+  ASSERT_EQ(gpu.shape(), (Shape{entries, M, N}));
+  expect_near(gpu, ref, eps_of(dt, K));
+  expect_near(gpu, cpu, 2 * eps_of(dt, K));
+  EXPECT_EQ(host_values(w), w_before);
+}
+
+// The transposed plain W: few rows a batch entry (M 1, 3, 8: gemv_plain, K a whole number of
+// 16-byte vectors) and more (M 12) or K 100 (not a whole number of vectors in half types: the
+// generic kernel, transposed); an entry of w's batch reused, sorted and unsorted.
 TEST(GpuQuantized, GatherMmTransposedWeightsInPlace) {
   REQUIRE_GPU();
   for (Dtype dt : {bfloat16, float16, float32, float64}) {
     for (int M : {1, 3, 8, 12}) {
       for (int K : {128, 100}) {
-        for (bool sorted : {true, false}) {
-          SCOPED_TRACE(dtype_name(dt) + " M " + std::to_string(M) + " K " + std::to_string(K) + (sorted ? " sorted" : ""));
-          const int A = 6, E = 5, N = 90;
-          array a = randn({A, M, K}, dt), w = randn({E, N, K}, dt);
-          array lhs = randint({31}, 0, A - 1, int32), rhs = randint({31}, 0, E - 1, int32);
-          if (sorted) rhs = sort(rhs, -1, kCpu);
-          eval({a, w, lhs, rhs});
-          const std::vector<double> w_before = host_values(w);
-          array gpu = gather_mm(a, swapaxes(w, -1, -2, kGpu), lhs, rhs, sorted, kGpu);
-          array cpu = gather_mm(a, swapaxes(w, -1, -2, kCpu), lhs, rhs, sorted, kCpu);
-          array ref = matmul(take(astype(a, float64, kCpu), lhs, 0, kCpu),
-                             swapaxes(take(astype(w, float64, kCpu), rhs, 0, kCpu), -1, -2, kCpu), kCpu);
-          eval({gpu, cpu, ref});
-          ASSERT_EQ(gpu.shape(), (Shape{31, M, N}));
-          expect_near(gpu, ref, eps_of(dt, K));
-          expect_near(gpu, cpu, 2 * eps_of(dt, K));
-          EXPECT_EQ(host_values(w), w_before);
-        }
+        for (bool sorted : {true, false}) check_transposed_gather(dt, 6, 5, M, K, 90, 31, sorted);
       }
     }
+  }
+}
+
+// The same on the tiled tensor-core kernel (NUVEC_GATHER_MM_TENSOR_CORES=1 until this test
+// has passed on a GPU): the mixture-of-experts prefill (one row an entry, sorted: runs of one
+// expert share its W tiles, runs crossing row tiles), M 12, 70 and 150 an entry (row tiles
+// within an entry), K 64, 192 and 1024 (split over blocks), N 90 and 260 (partial column
+// tiles); float16 and bfloat16.
+TEST(GpuQuantized, GatherMmTransposedWeightsOnTensorCores) {
+  REQUIRE_GPU();
+  ScopedEnv on("NUVEC_GATHER_MM_TENSOR_CORES", "1");
+  for (Dtype dt : {bfloat16, float16}) {
+    for (int K : {64, 192}) {
+      check_transposed_gather(dt, 300, 7, 1, K, 90, 300, true);
+      check_transposed_gather(dt, 40, 3, 1, K, 260, 500, true);
+      check_transposed_gather(dt, 6, 5, 12, K, 90, 9, false);
+      check_transposed_gather(dt, 4, 3, 70, K, 260, 5, true);
+      check_transposed_gather(dt, 3, 2, 150, K, 90, 3, false); // two row tiles an entry
+    }
+    check_transposed_gather(dt, 4, 3, 1, 1024, 90, 20, true); // few tiles: K split over blocks
+  }
+  // An expert index past w's batch (the last of a sorted run) throws naming gather_mm.
+  array a = randn({20, 1, 64}, bfloat16), w = swapaxes(randn({3, 16, 64}, bfloat16), -1, -2);
+  std::vector<int> r(20, 1);
+  r.back() = 3;
+  array lhs = arange(20, int32), rhs(r.begin(), {20}, int32);
+  try {
+    eval(gather_mm(a, w, lhs, rhs, true, kGpu));
+    ADD_FAILURE() << "no exception";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("gather_mm"), std::string::npos) << e.what();
   }
 }
 

@@ -7,6 +7,8 @@
 #   scripts/device/pending_checks.sh engine   the routes beside them and the engine on the GPU
 #   scripts/device/pending_checks.sh bench    issue 15's attention table (three configurations)
 #   scripts/device/pending_checks.sh serve    issue 18's hybrid serving throughput
+#   scripts/device/pending_checks.sh d256     the attention backward's D 256 tensor-core path
+#   scripts/device/pending_checks.sh moe      gather_mm's plain experts on the tiled tensor-core kernel
 # What each test verifies:
 #  - fast_attention_hopper_test: the Hopper attention forward (attention_hopper.cu) against the
 #    float64 graph; compute-sanitizer memcheck and racecheck on one small case;
@@ -63,6 +65,31 @@ case "$part" in
         --nuvec build-gpu/bench/nuvec-gpu-timings --only attention >"$L/attention_$cfg.txt" 2>&1
       echo "== attention, NUVEC_ATTENTION_HOPPER=${cfg%:*} NUVEC_ATTENTION_HOPPER_PIPELINE=${cfg#*:} rc=$?"
       grep -E "sdpa_prefill|paged" "$L/attention_$cfg.txt"
+    done
+    ;;
+  d256)
+    # The attention backward's D 256 on the mma.sync kernels (NUVEC_ATTENTION_BACKWARD_D256=1,
+    # fifteenth session): its test, then issue 15's D 256 forward-plus-backward rows.
+    need 200 || continue
+    build fast_attention_backward_test nuvec-gpu-timings
+    GT_TIMEOUT=240 gtest fast_attention_backward_test
+    timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/fast_attention_backward_test \
+      --gtest_brief=1 --gtest_filter='*D256SmallCase*' >"$L/sanitizer_d256.log" 2>&1
+    echo "compute-sanitizer racecheck (D 256) rc=$? $(grep -E 'ERROR SUMMARY' "$L/sanitizer_d256.log" | head -1)"
+    NUVEC_ATTENTION_BACKWARD_D256=1 timeout 170 python3 bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings \
+      --only attention >"$L/attention_d256.txt" 2>&1
+    grep -E "fwd_bwd" "$L/attention_d256.txt"
+    ;;
+  moe)
+    # gather_mm's transposed plain W on the tiled tensor-core kernel (NUVEC_GATHER_MM_TENSOR_CORES=1,
+    # fifteenth session): its tests, then the hybrid serving rows without and with it (first
+    # token: the experts' sorted prefill products).
+    need 200 || continue
+    build gpu_quantized_test nuvec-lm-serve-timings
+    GT_TIMEOUT=120 gtest gpu_quantized_test 'GpuQuantized.GatherMm*:GpuQuantized.Indices*'
+    for on in 0 1; do
+      NUVEC_GATHER_MM_TENSOR_CORES=$on timeout 100 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l \
+        --concurrency 1,8 --prompt 512 --output 64 2>"$L/moe_serve_$on.log" | cut -c1-300
     done
     ;;
   serve)

@@ -44,9 +44,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "backend/common/math/quant.h"
@@ -83,15 +85,20 @@ struct Shape {
   static_assert(kAChunks * kThreads == BM * (kBK / 8) && kUnits * kThreads == BN * (kBK / 32), "even split");
 };
 
+/// BITS of GatherMm's plain W (16-bit elements of the dtype, read in place: no scales, and
+/// "dequantizing" a tile is copying it into the padded tile ldmatrix reads).
+constexpr int kPlainBits = 16;
+
 /// What a K tile of W holds per row for (MODE, BITS): kWords packed words, up to kSpt scales
-/// (and biases when affine; group sizes 16 (nvfp4) to 128).
+/// (and biases when affine; group sizes 16 (nvfp4) to 128); none for the plain W.
 template <QuantMode MODE, int BITS>
 struct Format {
+  static constexpr bool kPlain = BITS == kPlainBits;
   static constexpr int kWords = kBK * BITS / 32;
   static constexpr int kWChunks = kWords * 4 / 16; // 16-byte chunks per row
-  static constexpr int kSpt = MODE == QuantMode::Nvfp4 ? 4 : 2;
-  static constexpr bool kBias = MODE == QuantMode::Affine;
-  static_assert(kWords * 4 % 16 == 0, "W tile rows move in 16-byte chunks (bits 2, 4, 8)");
+  static constexpr int kSpt = kPlain ? 0 : MODE == QuantMode::Nvfp4 ? 4 : 2;
+  static constexpr bool kBias = !kPlain && MODE == QuantMode::Affine;
+  static_assert(kWords * 4 % 16 == 0, "W tile rows move in 16-byte chunks (bits 2, 4, 8, 16)");
 };
 
 /// The kernel's parameters (device pointers and sizes; see QmmArgs).
@@ -128,7 +135,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) qmm_kernel(const P
   constexpr int kABytes = BM * kRowBytes, kWBytes = BN * F::kWords * 4, kSBytes = BN * F::kSpt * 4;
   constexpr int kStageBytes = static_cast<int>(stage_bytes<S, F>());
   constexpr int kWSlots = (BN * F::kWChunks + kThreads - 1) / kThreads;
-  constexpr int kSSlots = (BN * F::kSpt + kThreads - 1) / kThreads;
+  constexpr int kSSlots = F::kSpt > 0 ? (BN * F::kSpt + kThreads - 1) / kThreads : 1; // 1: unused
   extern __shared__ __align__(16) unsigned char smem[];
   const uint32_t s_base = smem_addr(smem);
   const uint32_t b_base = s_base + kStages * kStageBytes;
@@ -218,7 +225,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) qmm_kernel(const P
     int64_t s_idx[kSSlots];
     bool s_ok[kSSlots];
 #pragma unroll
-    for (int j = 0; j < kSSlots; ++j) {
+    for (int j = 0; j < (F::kSpt > 0 ? kSSlots : 0); ++j) {
       const int c = tid + j * kThreads, row = c >> p.spt_log2, sub = c & (spt - 1);
       s_ok[j] = c < BN * spt && n0 + row < N;
       s_idx[j] = s_ok[j] ? sbase + (n0 + row) * kg + sub : 0;
@@ -248,7 +255,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) qmm_kernel(const P
       }
       const int64_t g0 = (int64_t(kt) * kBK) >> p.gs_log2;
 #pragma unroll
-      for (int j = 0; j < kSSlots; ++j) {
+      for (int j = 0; j < (F::kSpt > 0 ? kSSlots : 0); ++j) {
         const int c = tid + j * kThreads;
         if (c < BN * spt) {
           const uint32_t slot = ((c >> p.spt_log2) * F::kSpt + (c & (spt - 1))) * 4;
@@ -290,21 +297,27 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) qmm_kernel(const P
             wv[q] = v.x, wv[q + 1] = v.y, wv[q + 2] = v.z, wv[q + 3] = v.w;
           }
         }
-        // The tile-local groups of codes 0..15 and 16..31 (0 when a group spans the tile).
-        const int g_lo = (32 * sub) >> p.gs_log2, g_hi = (32 * sub + 16) >> p.gs_log2;
-        const uint32_t* sr = ss + row * F::kSpt;
-        const uint32_t i_lo = u_idx[u] + g0 + g_lo, i_hi = u_idx[u] + g0 + g_hi;
-        const float s_lo = scale_of(sr[g_lo], i_lo), s_hi = scale_of(sr[g_hi], i_hi);
-        float b_lo = 0.0f, b_hi = 0.0f;
-        if constexpr (F::kBias) {
-          b_lo = scale_of(sr[BN * F::kSpt + g_lo], i_lo);
-          b_hi = scale_of(sr[BN * F::kSpt + g_hi], i_hi);
-        }
-        uint32_t o[16];
-        dq::dequant_unit<T, MODE, BITS>(wv, s_lo, b_lo, s_hi, b_hi, o);
         uint4* dst = reinterpret_cast<uint4*>(sB + (buf * BN + row) * kStride + sub * 32);
+        if constexpr (F::kPlain) {
+          // 32 elements of T as they are.
 #pragma unroll
-        for (int q = 0; q < 4; ++q) dst[q] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+          for (int q = 0; q < 4; ++q) dst[q] = make_uint4(wv[4 * q], wv[4 * q + 1], wv[4 * q + 2], wv[4 * q + 3]);
+        } else {
+          // The tile-local groups of codes 0..15 and 16..31 (0 when a group spans the tile).
+          const int g_lo = (32 * sub) >> p.gs_log2, g_hi = (32 * sub + 16) >> p.gs_log2;
+          const uint32_t* sr = ss + row * F::kSpt;
+          const uint32_t i_lo = u_idx[u] + g0 + g_lo, i_hi = u_idx[u] + g0 + g_hi;
+          const float s_lo = scale_of(sr[g_lo], i_lo), s_hi = scale_of(sr[g_hi], i_hi);
+          float b_lo = 0.0f, b_hi = 0.0f;
+          if constexpr (F::kBias) {
+            b_lo = scale_of(sr[BN * F::kSpt + g_lo], i_lo);
+            b_hi = scale_of(sr[BN * F::kSpt + g_hi], i_hi);
+          }
+          uint32_t o[16];
+          dq::dequant_unit<T, MODE, BITS>(wv, s_lo, b_lo, s_hi, b_hi, o);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) dst[q] = make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]);
+        }
       }
     };
 
@@ -426,7 +439,7 @@ void launch(const QmmArgs& a) {
   }();
   Params p{};
   p.x = a.x;
-  p.w = a.w;
+  p.w = F::kPlain ? static_cast<const uint32_t*>(a.w_plain) : a.w;
   p.scales = a.scales;
   p.biases = a.biases;
   p.out = a.out;
@@ -482,6 +495,7 @@ void launch_for_rows(const QmmArgs& a) {
 
 template <typename T>
 void launch_for_format(const QmmArgs& a) {
+  if (a.w_plain != nullptr) return launch_for_rows<T, QuantMode::Affine, kPlainBits>(a); // mode unused
   switch (a.spec.mode) {
     case QuantMode::Affine:
       if (a.spec.bits == 2) return launch_for_rows<T, QuantMode::Affine, 2>(a);
@@ -912,26 +926,42 @@ bool covers(const QmmArgs& a) {
 
 } // namespace
 
+/// Whether GatherMm's transposed plain W may take the tiled kernel (kPlainBits):
+/// NUVEC_GATHER_MM_TENSOR_CORES=1, read at each call, until it has run on a GPU
+/// (tests/gpu_quantized_test.cpp, GatherMmTransposedWeightsOnTensorCores).
+namespace {
+bool plain_tiles_enabled() {
+  const char* v = std::getenv("NUVEC_GATHER_MM_TENSOR_CORES");
+  return v != nullptr && std::string(v) == "1";
+}
+} // namespace
+
 /// The swapped kernel's cases (swap::covers: one W, affine 4/8 bits, 8 < M <= 256), and for
-/// the tiled kernel: float16 and bfloat16 x, transpose true, quantized W (not GatherMm's plain W);
-/// affine 2, 4 and 8 bits with groups 32, 64, 128, and mxfp4, mxfp8, nvfp4 at their group
-/// sizes; K a multiple of 64, N even; more than 8 rows per batch entry, or more than 8 rows
-/// in all when entries may share tiles (sorted rhs, no rhs, or one W: grouped_rows); x and W
-/// 16-byte aligned (cp.async), out 4-byte aligned; grid limits (N / 128 < 65536 tiles).
+/// the tiled kernel: float16 and bfloat16 x, transpose true, quantized W or GatherMm's plain
+/// W transposed (with plain_tiles_enabled); affine 2, 4 and 8 bits with groups 32, 64, 128,
+/// and mxfp4, mxfp8, nvfp4 at their group sizes; K a multiple of 64, N even; more than 8 rows
+/// per batch entry, or more than 8 rows in all when entries may share tiles (sorted rhs, no
+/// rhs, or one W: grouped_rows); x and W 16-byte aligned (cp.async), out 4-byte aligned; grid
+/// limits (N / 128 < 65536 tiles).
 bool qmm_covers(const QmmArgs& a) {
   if (swap::covers(a)) return true;
   if (a.dtype != float16 && a.dtype != bfloat16) return false;
-  if (!a.transpose || a.w == nullptr || a.w_plain != nullptr) return false;
-  if (!dq::unit_covers(a.spec.mode, a.spec.bits)) return false;
-  const int gs = a.spec.group_size;
-  if (gs != 16 && gs != 32 && gs != 64 && gs != 128) return false;
-  if (a.spec.mode == QuantMode::Nvfp4 ? gs != 16 : gs < 32) return false;
+  if (!a.transpose) return false;
+  const bool plain = a.w_plain != nullptr;
+  if (plain) {
+    if (!plain_tiles_enabled()) return false;
+  } else {
+    if (a.w == nullptr || !dq::unit_covers(a.spec.mode, a.spec.bits)) return false;
+    const int gs = a.spec.group_size;
+    if (gs != 16 && gs != 32 && gs != 64 && gs != 128) return false;
+    if (a.spec.mode == QuantMode::Nvfp4 ? gs != 16 : gs < 32) return false;
+  }
   if (a.K <= 0 || a.K % kBK != 0 || a.N <= 0 || a.N % 2 != 0 || a.M <= 0 || a.batch <= 0) return false;
   if (a.M <= 8 && !(grouped_rows(a) && a.batch * a.M > 8)) return false;
   if (ceil_div(a.N, 128) >= 65536 || a.K / kBK >= (int64_t(1) << 30)) return false;
   const int64_t row_tiles = grouped_rows(a) ? ceil_div(a.batch * a.M, 16) : a.batch * ceil_div(a.M, 16);
   if (row_tiles >= (int64_t(1) << 31)) return false;
-  return is_aligned(a.x, 16) && is_aligned(a.w, 16) && is_aligned(a.out, 4);
+  return is_aligned(a.x, 16) && is_aligned(plain ? a.w_plain : a.w, 16) && is_aligned(a.out, 4);
 }
 
 /// The tensor-core product (see the file comment): the swapped kernel where swap::covers, else

@@ -55,7 +55,8 @@ void gemv_plain(const QmmArgs& a);
 /// More rows on tensor cores (qmm.cu): for one W with affine 4/8-bit codes and 8 < M <= 256,
 /// W dequantized in registers as mma.sync's A operand (out transposed; split K over blocks
 /// when the tiles are few); otherwise dequantized tiles of W in shared memory, mma.sync;
-/// gathered and plain (GatherMm) operands, grouped by weight batch when sorted.
+/// gathered operands, grouped by weight batch when sorted; GatherMm's transposed plain W
+/// (copied, not dequantized) with NUVEC_GATHER_MM_TENSOR_CORES=1 until it has run on a GPU.
 bool qmm_covers(const QmmArgs& a);
 void qmm(const QmmArgs& a);
 

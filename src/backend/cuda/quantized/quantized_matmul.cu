@@ -22,7 +22,8 @@ array operand(const array& in) {
 
 void run_product(const cu::QmmArgs& a) {
   if (cu::qmv_covers(a)) cu::qmv(a);
-  else if (cu::gemv_plain_covers(a)) cu::gemv_plain(a);
+  // A sorted gather's entries share experts: the tiled kernel reads each expert's W once.
+  else if (cu::gemv_plain_covers(a) && !(a.sorted && cu::qmm_covers(a))) cu::gemv_plain(a);
   else if (cu::qmm_dense_covers(a) && cu::qmm_dense(a)) return;
   else if (cu::qmm_covers(a)) cu::qmm(a);
   else cu::qmm_generic(a);
