@@ -348,39 +348,38 @@ TEST(AttentionBackwardGpu, OtherHeadSizes) {
   }
 }
 
-// D 256 in the half types on the mma.sync kernels (the dk/dv kernel once for dv, once for dk;
-// dq with key tiles of 16), enabled by NUVEC_ATTENTION_BACKWARD_D256=1 until this test has
-// passed on a GPU: every mask kind, sinks, GQA, tile edges, as check_dtype does for D 64/128.
-// One small D 256 case, for compute-sanitizer (scripts/device/pending_checks.sh d256).
-TEST(AttentionBackwardGpu, D256SmallCaseOnTensorCores) {
-  NUVEC_REQUIRE_GPU();
-  ScopedEnv on("NUVEC_ATTENTION_BACKWARD_D256", "1");
+// A causal bfloat16 case at D 256 (GQA 2).
+Case d256_case(int lq, int lk) {
   Case c;
   c.dt = bfloat16;
   c.d = c.dv = 256;
   c.b = 1;
   c.hq = 2;
   c.hkv = 1;
-  c.lq = 40;
-  c.lk = 70;
+  c.lq = lq;
+  c.lk = lk;
   c.mask = MaskKind::Causal;
+  return c;
+}
+
+// One small D 256 case on the mma.sync kernels, for compute-sanitizer
+// (scripts/device/pending_checks.sh d256).
+TEST(AttentionBackwardGpu, D256SmallCaseOnTensorCores) {
+  NUVEC_REQUIRE_GPU();
+  ScopedEnv on("NUVEC_ATTENTION_BACKWARD_D256", "1");
+  const Case c = d256_case(40, 70);
   check_case(c, dense_inputs(c));
 }
 
+// D 256 in the half types on the mma.sync kernels (the dk/dv kernel once for dv, once for dk;
+// dq with key tiles of 16), enabled by NUVEC_ATTENTION_BACKWARD_D256=1 until this test has
+// passed on a GPU: every mask kind, sinks, GQA, tile edges, as check_dtype does for D 64/128.
 TEST(AttentionBackwardGpu, HalfTypesD256OnTensorCores) {
   NUVEC_REQUIRE_GPU();
   ScopedEnv on("NUVEC_ATTENTION_BACKWARD_D256", "1");
   for (Dtype dt : {float16, bfloat16}) check_dtype(dt, 256);
   // Rows that are not 16-byte aligned still take the SIMT kernels (tensor_core_fits).
-  Case c;
-  c.dt = bfloat16;
-  c.d = c.dv = 256;
-  c.b = 1;
-  c.hq = 2;
-  c.hkv = 1;
-  c.lq = 33;
-  c.lk = 40;
-  c.mask = MaskKind::Causal;
+  const Case c = d256_case(33, 40);
   check_case(c, strided_inputs(c, 1));
 }
 
