@@ -9,6 +9,7 @@
 #   scripts/device/pending_checks.sh serve    issue 18's hybrid serving throughput
 #   scripts/device/pending_checks.sh d256     the attention backward's D 256 tensor-core path
 #   scripts/device/pending_checks.sh moe      gather_mm's plain experts on the tiled tensor-core kernel
+#   scripts/device/pending_checks.sh inplace  which nodes the eager gated_delta_slots in-place test runs
 # What each test verifies:
 #  - fast_attention_hopper_test: the Hopper attention forward (attention_hopper.cu) against the
 #    float64 graph; compute-sanitizer memcheck and racecheck on one small case;
@@ -91,6 +92,15 @@ case "$part" in
       NUVEC_GATHER_MM_TENSOR_CORES=$on timeout 100 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l \
         --concurrency 1,8 --prompt 512 --output 64 2>"$L/moe_serve_$on.log" | cut -c1-300
     done
+    ;;
+  inplace)
+    # Why FastGatedDelta.SlotsUpdateAnUnsharedPoolInPlace fails on the GPU (the values are right,
+    # the pool's buffer is not reused; a print in cu::donate_or_alloc_output showed nothing):
+    # which primitives the test's evals ran on the GPU.
+    need 60 || continue
+    build fast_gated_delta_test
+    NUVEC_HOST_PROFILE=1 NUVEC_TEST_DEVICE=gpu timeout 60 build-gpu/tests/fast_gated_delta_test --gtest_brief=1 \
+      --gtest_filter='*InPlace*' 2>&1 | grep -E "gpu eval|PASSED|FAILED" | head -40
     ;;
   serve)
     need 200 || continue
