@@ -46,10 +46,9 @@ void check(const Case& c, Dtype dt) {
   const Inputs in = make_inputs(c, dt);
   for (const char* pipeline : kSchedules) {
     SCOPED_TRACE(c.name(dt) + " pipeline " + pipeline);
-    setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline, 1);
+    ScopedEnv schedule("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline);
     check_kernel(c, dt, in, hopper_params(c), kGpu, tol_of(dt), 2e-5);
   }
-  unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
 }
 
 bool on_hopper() {
@@ -170,13 +169,12 @@ TEST(FastAttentionHopper, Deterministic) {
     const Inputs in = make_inputs(c, bfloat16);
     for (const char* pipeline : kSchedules) {
       SCOPED_TRACE(std::string("D ") + std::to_string(d) + " pipeline " + pipeline);
-      setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline, 1);
+      ScopedEnv schedule("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline);
       const Outputs a = record_attention(in, hopper_params(c), kGpu);
       const Outputs b = record_attention(in, hopper_params(c), kGpu);
       expect_allclose(a.out, b.out, 0.0, 0.0);
       expect_allclose(a.lse, b.lse, 0.0, 0.0);
     }
-    unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
   }
 }
 
@@ -202,7 +200,7 @@ TEST(FastAttentionHopper, ThroughputB4H32L4096D128) {
       p.scale = 1.0f / std::sqrt(static_cast<float>(d));
       p.causal = causal;
       p.hopper = k.hopper;
-      setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", k.pipeline, 1);
+      ScopedEnv schedule("NUVEC_ATTENTION_HOPPER_PIPELINE", k.pipeline);
       for (int i = 0; i < 2; ++i) record_attention(in, p, kGpu); // warm-up
       constexpr int kIters = 10;
       const auto t0 = std::chrono::steady_clock::now();
@@ -213,7 +211,6 @@ TEST(FastAttentionHopper, ThroughputB4H32L4096D128) {
       std::printf("[attention %s bf16 B4 H32 L4096 D128%s] %.3f ms, %.1f TFLOP/s\n", kernel, causal ? " causal" : "", ms,
                   flops / (ms * 1e9));
     }
-    unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
     fast::AttentionParams p;
     p.scale = 1.0f / std::sqrt(static_cast<float>(d));
     p.causal = causal;

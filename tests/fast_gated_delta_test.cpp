@@ -541,17 +541,20 @@ TEST(FastGatedDelta, GpuBackwardMatchesCpu) {
       }
     }
   }
-  setenv("NUVEC_GATED_DELTA_VJP_GPU", "1", 1);
   const Inputs in = make_inputs({1, 70, 2, 4, 64, 32}, float32, float32);
   auto loss = [&](const std::vector<array>& x) {
     auto [y, s] = fast::gated_delta(x[0], x[1], x[2], x[3], x[4], x[5], gpu);
     return sum(square(y), gpu) + sum(s, gpu);
   };
   std::vector<array> args{in.q, in.k, in.v, in.g, in.beta, in.state};
-  auto kernel = grad(loss, {0, 1, 2, 3, 4, 5})(args);
-  setenv("NUVEC_GATED_DELTA_VJP_GPU", "0", 1);
-  auto graph = grad(loss, {0, 1, 2, 3, 4, 5})(args);
-  unsetenv("NUVEC_GATED_DELTA_VJP_GPU");
+  auto grads_with = [&](const char* kernel_on) {
+    ScopedEnv on("NUVEC_GATED_DELTA_VJP_GPU", kernel_on);
+    auto g = grad(loss, {0, 1, 2, 3, 4, 5})(args);
+    eval(g);
+    return g;
+  };
+  auto kernel = grads_with("1");
+  auto graph = grads_with("0");
   for (int i = 0; i < 6; ++i) {
     SCOPED_TRACE("input " + std::to_string(i));
     expect_allclose(kernel[i], graph[i], 1e-3, 1e-4);

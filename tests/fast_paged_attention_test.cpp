@@ -6,8 +6,9 @@
 // clamp); lengths 0, below L (rows that see nothing attend uniformly), inside and past the
 // capacity; long contexts that take the split (two-pass) route, and a prefill that takes many
 // row chunks; gpt-oss's windows and sinks on the decode kernel; prefill on the Hopper kernel
-// (NUVEC_ATTENTION_HOPPER=1, both schedules). PagedWrite: several element sizes, rows of 3 to
-// 256 elements, out-of-range slots, a repeated slot (one whole row wins), a strided cache.
+// (the default on sm_90, both schedules; half-type prefill also with NUVEC_ATTENTION_HOPPER=0).
+// PagedWrite: several element sizes, rows of 3 to 256 elements, out-of-range slots, a repeated
+// slot (one whole row wins), a strided cache.
 // Then paged_write followed by paged_attention against scaled_dot_product_attention over the
 // concatenated keys and values, through the public API, with sinks and windows too (and
 // their rules). The kernel tests need a GPU (skipped without one). The skip, the CPU device
@@ -113,18 +114,24 @@ void check_paged_attention(const PagedCase& c, const array& lengths, int window 
 
 } // namespace
 
-// The decode and prefill shapes of every dtype, head size, block size, group and query count.
+// The decode and prefill shapes of every dtype, head size, block size, group and query count;
+// half-type prefill on the Hopper kernel (the default on sm_90) and on the CUDA-core paged
+// kernel (NUVEC_ATTENTION_HOPPER=0).
 TEST(FastPagedAttention, KernelMatchesTheFloat64Fallback) {
   NUVEC_REQUIRE_GPU();
-  for (Dtype dt : {float32, float16, bfloat16}) {
-    for (int d : {64, 128, 256}) {
-      for (int bs : {1, 16, 32}) {
-        for (int group : {1, 4, 8}) {
-          for (int l : {1, 3, 17}) {
-            // About 40-70 positions a sequence; fewer blocks than the tables list, so ids repeat.
-            const PagedCase c{.dt = dt, .b = 4, .hkv = 2, .group = group, .l = l, .d = d, .bs = bs,
-                              .blocks = bs == 1 ? 150 : 7, .max_blocks = bs == 1 ? 45 : bs == 16 ? 4 : 2};
-            check_paged_attention(c, lengths_for(c.b, c.l, c.max_blocks * c.bs));
+  for (const char* hopper : {"1", "0"}) {
+    ScopedEnv route("NUVEC_ATTENTION_HOPPER", hopper);
+    SCOPED_TRACE(std::string("NUVEC_ATTENTION_HOPPER=") + hopper);
+    for (Dtype dt : {float32, float16, bfloat16}) {
+      for (int d : {64, 128, 256}) {
+        for (int bs : {1, 16, 32}) {
+          for (int group : {1, 4, 8}) {
+            for (int l : {1, 3, 17}) {
+              // About 40-70 positions a sequence; fewer blocks than the tables list, so ids repeat.
+              const PagedCase c{.dt = dt, .b = 4, .hkv = 2, .group = group, .l = l, .d = d, .bs = bs,
+                                .blocks = bs == 1 ? 150 : 7, .max_blocks = bs == 1 ? 45 : bs == 16 ? 4 : 2};
+              check_paged_attention(c, lengths_for(c.b, c.l, c.max_blocks * c.bs));
+            }
           }
         }
       }
@@ -160,8 +167,8 @@ TEST(FastPagedAttention, SinksAndWindowsKernelMatchesTheFloat64Fallback) {
   }
 }
 
-// Prefill on the Hopper forward through the block tables (attention_hopper_paged: set
-// explicitly with NUVEC_ATTENTION_HOPPER=1, the default; both schedules of its key loop): float16 and bfloat16; head sizes
+// Prefill on the Hopper forward through the block tables (attention_hopper_paged, the default
+// on sm_90; both schedules of its key loop): float16 and bfloat16; head sizes
 // 64, 128, 256; block sizes 8 and 16 (several cache blocks a key tile), 128 and 256 (one
 // block per tile or several tiles a block); lengths of lengths_for (rows that see nothing get
 // the mean of the gathered rows from the second kernel, lengths 0 and past the capacity);
@@ -169,9 +176,9 @@ TEST(FastPagedAttention, SinksAndWindowsKernelMatchesTheFloat64Fallback) {
 // to paged_attention_kernel, which the same comparison then checks.
 TEST(FastPagedAttention, HopperPrefillMatchesTheFloat64Fallback) {
   NUVEC_REQUIRE_GPU();
-  setenv("NUVEC_ATTENTION_HOPPER", "1", 1);
+  ScopedEnv route("NUVEC_ATTENTION_HOPPER", "1");
   for (const char* pipeline : {"0", "1"}) {
-    setenv("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline, 1);
+    ScopedEnv schedule("NUVEC_ATTENTION_HOPPER_PIPELINE", pipeline);
     SCOPED_TRACE(std::string("pipeline ") + pipeline);
     for (Dtype dt : {float16, bfloat16}) {
       for (const PagedCase& c :
@@ -183,8 +190,6 @@ TEST(FastPagedAttention, HopperPrefillMatchesTheFloat64Fallback) {
       }
     }
   }
-  unsetenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
-  unsetenv("NUVEC_ATTENTION_HOPPER");
 }
 
 // Long contexts with few (sequence, key head) pairs: the positions split across blocks and a

@@ -1,6 +1,7 @@
 // nuvec-lm's serving engine (include/nuvec/lm/engine.h) on the tiny checkpoints of
 // tests/data/lm (float32, CPU): requests run together give each request's output alone and
-// the dense path's (generate_tokens), under chunked prefill, preemption and prefix sharing;
+// the dense path's (generate_tokens with cuda_graphs off: on a GPU it would run the engine),
+// under chunked prefill, preemption and prefix sharing;
 // no KV block leaks after thousands of random requests with cancellations; bad input throws.
 #include <gtest/gtest.h>
 
@@ -96,6 +97,7 @@ TEST_P(Engines, TogetherEqualsAloneAndTheDensePath) {
     GenerationOptions g;
     g.max_tokens = 10;
     g.stop_at_eos = false;
+    g.cuda_graphs = false; // the dense loop: on a GPU the default runs this engine
     EXPECT_EQ(together[i].tokens, generate_tokens(model, ps[i], g).tokens) << "request " << i << " vs generate_tokens";
   }
 }
@@ -382,6 +384,7 @@ TEST(LmEngine, HybridStateRowsAreReusedAndPrefixesSharedThroughSnapshots) {
     GenerationOptions g;
     g.max_tokens = requests.back().max_tokens;
     g.stop_at_eos = false;
+    g.cuda_graphs = false; // the dense loop: on a GPU the default runs this engine
     want.push_back(generate_tokens(model, ps[i], g).tokens);
   }
   for (int snapshot_rows : {-1, 0}) {

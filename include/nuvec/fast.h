@@ -194,9 +194,8 @@ struct AttentionPlan {
   /// Tiled on a compute capability 9.0 GPU: the warp-specialised Hopper kernel (float16,
   /// bfloat16; D == Dv 64, 128 or 256; no array mask; every row sees a key) rather than the
   /// mma.sync one, unless the environment variable NUVEC_ATTENTION_HOPPER is 0 (read when the
-  /// op is called). Its
-  /// launcher still runs the mma.sync kernel for strides that are not whole 16-byte vectors,
-  /// unaligned buffers, and builds without sm_90a code.
+  /// op is called). Its launcher still runs the mma.sync kernel for strides that are not
+  /// whole 16-byte vectors, unaligned buffers, and builds without sm_90a code.
   bool warp_specialized = false;
   size_t scratch_bytes = 0;          ///< Device or host scratch the kernels allocate.
   size_t max_intermediate_bytes = 0; ///< The largest array the route materialises.
@@ -263,7 +262,7 @@ AttentionPlan plan_attention(
 /// Table entries and lengths past int32 saturate before the clamp. CUDA kernels for D
 /// 64/128/256 and power-of-two block sizes: float16/bfloat16 decode (at most 16 query rows
 /// per key head) on the tensor-core decode kernel; float16/bfloat16 prefill on sm_90a with
-/// NUVEC_ATTENTION_HOPPER=1 and blocks of at least 8 on the Hopper flash-attention kernel;
+/// blocks of at least 8 on the Hopper flash-attention kernel (NUVEC_ATTENTION_HOPPER=0: not);
 /// the rest (float32, prefill) on a CUDA-core paged kernel. Elsewhere the fallback (the listed
 /// blocks gathered, then masked attention). nuvec's own (seed 001).
 array paged_attention(
@@ -354,7 +353,8 @@ std::pair<array, array> causal_conv1d_step(
 /// pass over the chunks carrying the state, in float32. Rules (vjp, jvp) from the fallback
 /// graph (the recurrence step by step from ordinary ops, mlx-lm's gated_delta_ops), except the
 /// vjp: a backward kernel (GatedDeltaVjp, the recurrence run backwards from checkpoints) on
-/// the CPU, and on a GPU with NUVEC_GATED_DELTA_VJP_GPU=1; vmap folds the batch into B.
+/// the CPU and on a GPU (NUVEC_GATED_DELTA_VJP_GPU=0: the fallback's rule there); vmap folds
+/// the batch into B.
 /// nuvec's own (shared/seeds/001).
 std::pair<array, array> gated_delta(
     const array& q,

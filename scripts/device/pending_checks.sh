@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of the code sessions 13 and 14 wrote without a device, one part per device
+# The GPU checks of the code sessions 13, 14 and 15 wrote without a device, one part per device
 # call or several in one (the device tool runs a command for at most 10 minutes; the build
 # stays on a warm machine between calls, which a machine keeps for 30 s only):
 #   scripts/device/pending_checks.sh build    configure and build what the checks need
@@ -25,7 +25,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve|d256|moe|inplace..." >&2; exit 2; }
 # Several parts run in one call, in order; a part is skipped once fewer than its seconds are
 # left of the call's 10 minutes (NUVEC_CALL_SECONDS, counted from this script's start).
 budget=${NUVEC_CALL_SECONDS:-590}

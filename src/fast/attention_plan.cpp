@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env_switch.h"
+
 namespace nuvec::fast {
 
 namespace {
@@ -39,8 +41,7 @@ bool hopper_covers(const RouteKey& key) {
 bool hopper_forward_enabled() {
   // On by default since it passed its GPU tests (fast_attention_hopper_test, compute-sanitizer
   // memcheck/racecheck) on the H200; NUVEC_ATTENTION_HOPPER=0 keeps the mma.sync kernel.
-  const char* v = std::getenv("NUVEC_ATTENTION_HOPPER");
-  return v == nullptr || std::string(v) != "0";
+  return env_switch("NUVEC_ATTENTION_HOPPER", true);
 }
 
 bool cpu_fused_dtype(Dtype dtype) {

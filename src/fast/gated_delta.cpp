@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backend/common/math/gated_delta.h"
+#include "core/env_switch.h"
 
 #include "nuvec/fast.h"
 #include "nuvec/transforms.h"
@@ -249,8 +250,7 @@ std::vector<array> GatedDelta::vjp(
   // The kernel serves the final-state mode, on the CPU and on a GPU (its CUDA kernel matched
   // the CPU one on the H200; NUVEC_GATED_DELTA_VJP_GPU=0, read at each call, keeps the
   // fallback's rule there); the other modes take the fallback's rule.
-  const char* gpu_kernel = std::getenv("NUVEC_GATED_DELTA_VJP_GPU");
-  const bool enabled = stream().device != Device::gpu || gpu_kernel == nullptr || std::string(gpu_kernel) != "0";
+  const bool enabled = stream().device != Device::gpu || env_switch("NUVEC_GATED_DELTA_VJP_GPU", true);
   if (mode_ != GatedDeltaMode::final_state || !enabled) {
     return FastPrimitive::vjp(primals, cotangents, argnums, outputs);
   }

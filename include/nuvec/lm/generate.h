@@ -20,11 +20,10 @@ struct GenerationOptions {
   std::vector<std::string> stop_strings; ///< Text that ends generation (excluded from the text).
   bool stop_at_eos = true;               ///< Stop at the config's eos_token_id(s).
   int prefill_step = 2048;               ///< Prompt tokens per forward call during prefill.
-  /// On a GPU, for the architectures whose engine path is checked there (not yet Qwen3-Next
-  /// or GPT-OSS) and prompts that fit
-  /// one prefill step: run the request through a one-request Engine, whose decode steps are
-  /// replayed CUDA graphs (compile_graph), so that decode is not bound by the host (its
-  /// prefill, one fresh chunk, runs the tiled attention kernel as the dense path's does).
+  /// On a GPU, for prompts that fit one prefill step (every architecture): run the request
+  /// through a one-request Engine, whose decode steps are replayed CUDA graphs
+  /// (compile_graph), so that decode is not bound by the host (its prefill, one fresh chunk,
+  /// runs the tiled attention kernel as the dense path's does).
   /// Longer prompts take the dense path: a later chunk through the paged kernel would re-read
   /// the keys for every query row. Off, or elsewhere: the dense KV cache's loop.
   bool cuda_graphs = true;

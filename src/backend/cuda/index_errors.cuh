@@ -46,6 +46,19 @@ __device__ __forceinline__ void record_index_error(IndexError* err, int64_t valu
   }
 }
 
+/// Whether a gathered product's batch entry reads rows inside x (entry xi of x_count) and W
+/// (wi of w_count); if not, `reporter` records the first index past its operand (the node's
+/// output is zeroed afterwards) and the caller skips the entry.
+__device__ __forceinline__ bool gathered_entry_ok(
+    IndexError* err, int64_t xi, int64_t x_count, int64_t wi, int64_t w_count, bool reporter) {
+  if (xi < x_count && wi < w_count) return true;
+  if (reporter) {
+    if (xi >= x_count) record_index_error(err, xi, x_count, 0);
+    else record_index_error(err, wi, w_count, 0);
+  }
+  return false;
+}
+
 /// Records that index `value` is repeated where the op needs distinct ones (flag 2: reported
 /// as std::invalid_argument) unless an error is recorded already.
 __device__ __forceinline__ void record_repeat_error(IndexError* err, int64_t value) {

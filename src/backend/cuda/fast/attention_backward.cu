@@ -35,12 +35,13 @@
 // A operand of the next product (the C layout of two n8 tiles is the A layout of one k16
 // step); tiles stream in through cp.async, three stages deep (one barrier a step). D 256 in
 // the half types takes the mma.sync kernels too when NUVEC_ATTENTION_BACKWARD_D256=1 (written
-// without a GPU at hand; on until its test has run): the dk/dv kernel twice, keeping dv, then
+// without a GPU at hand; off until its test has run): the dk/dv kernel twice, keeping dv, then
 // dk (128 accumulators a thread each), and streamed tiles of 16 rows.
 // Everything else (float32, other head sizes up to 256, unaligned rows) runs the float32
 // SIMT kernels generic_dkdv_kernel and generic_dq_kernel, which share the tile arithmetic
 // (generic_scores).
 #include <cstdlib>
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -52,6 +53,7 @@
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/wgmma_usable.h"
+#include "core/env_switch.h"
 
 namespace nuvec::cu {
 
@@ -1132,8 +1134,7 @@ void run_generic(const BwdArgs<T>& a) {
 /// NUVEC_ATTENTION_BACKWARD_D256=1, read at each call, until they have run on a GPU
 /// (tests/fast_attention_backward_test.cpp, HalfTypesD256OnTensorCores).
 bool d256_tensor_cores() {
-  const char* v = std::getenv("NUVEC_ATTENTION_BACKWARD_D256");
-  return v != nullptr && std::string(v) == "1";
+  return env_switch("NUVEC_ATTENTION_BACKWARD_D256", false);
 }
 
 /// Whether the tensor-core kernels take the call: the half types, D == Dv in {64, 128} (and
@@ -1143,6 +1144,9 @@ template <typename T>
 bool tensor_core_fits(const BwdArgs<T>& a) {
   const attention::Geometry& g = a.g;
   if (g.d != g.dv || (g.d != 64 && g.d != 128 && !(g.d == 256 && d256_tensor_cores()))) return false;
+  // D 256's tiles take 182 KB of shared memory: past what GPUs before sm_90 give a block.
+  const size_t smem = g.d == 256 ? std::max(dkdv_smem_bytes<T, 256>(), dq_smem_bytes<T, 256>()) : 0;
+  if (smem > size_t(device_props().sharedMemPerBlockOptin)) return false;
   for (const int64_t* st : {g.q_stride, g.k_stride, g.v_stride}) {
     for (int i = 0; i < 3; ++i) {
       if (st[i] % 8 != 0) return false;

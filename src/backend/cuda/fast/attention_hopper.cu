@@ -53,6 +53,7 @@
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
 #include "backend/cuda/wgmma_usable.h"
+#include "core/env_switch.h"
 #include "fast/attention_plan.h"
 
 namespace nuvec::cu {
@@ -666,8 +667,7 @@ bool launch_for_head(HopperArgs& a) {
 /// FlashAttention-3's schedule unless NUVEC_ATTENTION_HOPPER_PIPELINE=0 (read at each call,
 /// so that tests and benchmarks can run both; the plain one is the simpler to trust).
 bool pipelined_schedule() {
-  const char* pipeline = std::getenv("NUVEC_ATTENTION_HOPPER_PIPELINE");
-  return pipeline == nullptr || std::string(pipeline) != "0";
+  return env_switch("NUVEC_ATTENTION_HOPPER_PIPELINE", true);
 }
 
 /// Paged rows that see nothing (query l of sequence b with len − L + 1 + l <= 0) attend

@@ -2,7 +2,8 @@
 // out[b] (M x N) = x[lhs[b]] (M x K) . W[rhs[b]]^T with W[e] row-major N x K, which is how a
 // mixture-of-experts layer's stacked [E, out, in] weights reach gather_mm (through swapaxes,
 // a view; run_gathered passes the buffer with transpose true instead of copying it). The
-// decode case: each (token, expert) pair is one batch entry of one row, so the product is bound
+// decode case (and, unless the tiled kernel takes it, the sorted prefill): each (token,
+// expert) pair is one batch entry of one row, so the product is bound
 // by reading the chosen experts' rows once. One warp per output column n: its lanes read the
 // row W[e][n, :] in 16-byte vectors (consecutive lanes, consecutive vectors: each load
 // instruction of the warp moves 512 contiguous bytes), multiply it with the M rows of x (read
@@ -20,6 +21,7 @@ namespace {
 
 constexpr int kWarps = 8; ///< output columns per block
 
+/// The kernel's parameters (device pointers and sizes; see QmmArgs).
 struct PlainGemvParams {
   const void* x;
   const void* w;
@@ -38,14 +40,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_plain_kernel(const PlainGemv
   const int64_t n = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   for (int64_t b = blockIdx.y; b < p.batch; b += gridDim.y) {
     const int64_t xi = p.lhs ? p.lhs[b] : 0, wi = p.rhs ? p.rhs[b] : 0;
-    if (xi >= p.x_count || wi >= p.w_count) {
-      // The node's output is zeroed afterwards (IndexErrorCheck).
-      if (threadIdx.x == 0 && blockIdx.x == 0) {
-        if (xi >= p.x_count) record_index_error(p.err, xi, p.x_count, 0);
-        else record_index_error(p.err, wi, p.w_count, 0);
-      }
-      continue;
-    }
+    if (!gathered_entry_ok(p.err, xi, p.x_count, wi, p.w_count, threadIdx.x == 0 && blockIdx.x == 0)) continue;
     if (n >= p.N) continue; // no barrier below: a warp past N has nothing to do
     const T* w = static_cast<const T*>(p.w) + (wi * p.N + n) * p.K;
     const T* x = static_cast<const T*>(p.x) + xi * p.M * p.K;
@@ -70,6 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_plain_kernel(const PlainGemv
   }
 }
 
+/// Launches the kernel for kRows rows an entry on cu::stream().
 template <typename T, int kRows>
 void launch(const QmmArgs& a, const PlainGemvParams& p) {
   const dim3 grid(static_cast<unsigned>(ceil_div(a.N, kWarps)), static_cast<unsigned>(std::min<int64_t>(a.batch, 65535)));

@@ -1,5 +1,7 @@
 // nuvec: the tensor-core quantized products for more than a few rows (QuantizedMatmul and
-// GatherQmm, transpose true): out = x · dequantize(W)ᵀ with W (N, K) packed along K. Two
+// GatherQmm, transpose true): out = x · dequantize(W)ᵀ with W (N, K) packed along K; and
+// GatherMm's transposed plain W (N, K) of the dtype, copied rather than dequantized, with
+// NUVEC_GATHER_MM_TENSOR_CORES=1 (kPlainBits). Two
 // kernels: the tiled one (dequantized W tiles in shared memory; described first) and the
 // swapped one (namespace swap, further down: W dequantized in registers, M <= 256).
 // Meaning: src/quantized/quantized.h; packing and formats: src/backend/common/math/quant.h
@@ -57,6 +59,7 @@
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/quantized/dequant_tile.cuh"
 #include "backend/cuda/quantized/qmm.h"
+#include "core/env_switch.h"
 
 namespace nuvec::cu {
 
@@ -926,13 +929,12 @@ bool covers(const QmmArgs& a) {
 
 } // namespace
 
+namespace {
 /// Whether GatherMm's transposed plain W may take the tiled kernel (kPlainBits):
 /// NUVEC_GATHER_MM_TENSOR_CORES=1, read at each call, until it has run on a GPU
 /// (tests/gpu_quantized_test.cpp, GatherMmTransposedWeightsOnTensorCores).
-namespace {
 bool plain_tiles_enabled() {
-  const char* v = std::getenv("NUVEC_GATHER_MM_TENSOR_CORES");
-  return v != nullptr && std::string(v) == "1";
+  return env_switch("NUVEC_GATHER_MM_TENSOR_CORES", false);
 }
 } // namespace
 
@@ -949,7 +951,9 @@ bool qmm_covers(const QmmArgs& a) {
   if (!a.transpose) return false;
   const bool plain = a.w_plain != nullptr;
   if (plain) {
-    if (!plain_tiles_enabled()) return false;
+    // The 16-bit W tiles take 109-174 KB of shared memory: past what GPUs before sm_90 give.
+    const size_t most = smem_bytes<Shape128, Format<QuantMode::Affine, kPlainBits>>();
+    if (!plain_tiles_enabled() || most > size_t(device_props().sharedMemPerBlockOptin)) return false;
   } else {
     if (a.w == nullptr || !dq::unit_covers(a.spec.mode, a.spec.bits)) return false;
     const int gs = a.spec.group_size;

@@ -62,14 +62,8 @@ __global__ void __launch_bounds__(kThreads) qmm_generic_kernel(const GenericPara
   T* out = static_cast<T*>(p.out);
   for (int64_t b = blockIdx.z; b < p.batch; b += gridDim.z) {
     const int64_t xi = p.lhs ? p.lhs[b] : 0, wi = p.rhs ? p.rhs[b] : 0;
-    if (xi >= p.x_count || wi >= p.w_count) {
-      // Every thread of the block sees it; the node's output is zeroed afterwards.
-      if (threadIdx.x == 0) {
-        if (xi >= p.x_count) record_index_error(p.err, xi, p.x_count, 0);
-        else record_index_error(p.err, wi, p.w_count, 0);
-      }
-      continue;
-    }
+    // Every thread of the block sees a bad entry and skips it together.
+    if (!gathered_entry_ok(p.err, xi, p.x_count, wi, p.w_count, threadIdx.x == 0)) continue;
     for (int64_t m0 = int64_t(blockIdx.y) * kTile; m0 < p.M; m0 += int64_t(gridDim.y) * kTile) {
       Acc acc[4][4] = {};
       for (int64_t k0 = 0; k0 < p.K; k0 += kTileK) {

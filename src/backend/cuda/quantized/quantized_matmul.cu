@@ -1,6 +1,6 @@
 // nuvec: eval_gpu of the quantized and gathered products (QuantizedMatmul, GatherQmm,
 // GatherMm; their contracts: src/quantized/quantized.h). Each readies its operands
-// (row-contiguous, 16-byte aligned), describes the product as a cu::QmmArgs (qmm.h) and takes
+// (row-contiguous, 16-byte aligned; GatherMm's W may stay a transposed view: transposed_plain), describes the product as a cu::QmmArgs (qmm.h) and takes
 // the first kernel that covers it: qmv (few rows), gemv_plain (GatherMm's few rows),
 // qmm_dense (many rows: dequantize, then cuBLASLt), qmm (tensor cores), qmm_generic (the rest).
 // Gathered indices past their operand raise std::out_of_range through index_errors.cuh.
