@@ -278,12 +278,30 @@ TEST(QuantizedKernels, GatherQmmIndexPastBatchThrowsAtEval) {
   }
 }
 
+/// How check_gather_mm's b is laid out: row-contiguous; the swapaxes view of [E, N, K] (a
+/// mixture-of-experts layer's stacked Linear weights: read in place, column-major); one
+/// matrix broadcast over E (batch stride 0); every other column of a wider matrix (no BLAS
+/// layout: copied).
+enum class BKind { Contiguous, Transposed, Broadcast, Strided };
+
+array b_operand(BKind kind, int E, int K, int N, Dtype dt) {
+  array b = array(0.0f);
+  switch (kind) {
+    case BKind::Contiguous: b = randn({E, K, N}, dt); break;
+    case BKind::Transposed: b = swapaxes(randn({E, N, K}, dt), 1, 2); break;
+    case BKind::Broadcast: b = broadcast_to(randn({1, K, N}, dt), {E, K, N}); break;
+    case BKind::Strided: b = slice(randn({E, K, 2 * N}, dt), {0, 0, 0}, {E, K, 2 * N}, {1, 1, 2}); break;
+  }
+  eval(b);
+  return b;
+}
+
 void check_gather_mm(Dtype dt, int A, int E, int M, int N, int K, const std::vector<uint32_t>& lhs,
-                     const std::vector<uint32_t>& rhs, bool sorted) {
+                     const std::vector<uint32_t>& rhs, bool sorted, BKind kind = BKind::Contiguous) {
   SCOPED_TRACE(std::string(dtype_name(dt)) + " M=" + std::to_string(M) + " N=" + std::to_string(N) +
-               " K=" + std::to_string(K) + (sorted ? " sorted" : ""));
+               " K=" + std::to_string(K) + (sorted ? " sorted" : "") + " b kind " + std::to_string(int(kind)));
   const int B = static_cast<int>(lhs.size());
-  std::vector<array> in = {randn({A, M, K}, dt), randn({E, K, N}, dt), array(lhs.begin(), {B}, uint32),
+  std::vector<array> in = {randn({A, M, K}, dt), b_operand(kind, E, K, N, dt), array(lhs.begin(), {B}, uint32),
                            array(rhs.begin(), {B}, uint32)};
   array out = record(std::make_shared<GatherMm>(node_stream(), sorted), {B, M, N}, dt, in);
   auto ref = std::make_shared<GatherMm>(cpu_stream(), sorted)->fallback()(as_f64(in))[0];
@@ -296,10 +314,12 @@ TEST(QuantizedKernels, GatherMm) {
   const std::vector<uint32_t> lhs = {1, 0, 2, 1, 1}, rhs = {2, 0, 2, 1, 0};
   const std::vector<uint32_t> slhs = {0, 1, 2, 0, 1}, srhs = {0, 0, 1, 1, 3};
   for (Dtype dt : {float32, float64, bfloat16, float16}) {
-    check_gather_mm(dt, 3, 4, 3, 7, 5, lhs, rhs, false);   // tiny: the loop
-    check_gather_mm(dt, 3, 4, 33, 40, 64, lhs, rhs, false); // BLAS
-    check_gather_mm(dt, 3, 4, 1, 96, 320, slhs, srhs, true);
-    check_gather_mm(dt, 3, 4, 7, 40, 192, slhs, srhs, true);
+    for (BKind kind : {BKind::Contiguous, BKind::Transposed, BKind::Broadcast, BKind::Strided}) {
+      check_gather_mm(dt, 3, 4, 3, 7, 5, lhs, rhs, false, kind);   // tiny: the loop
+      check_gather_mm(dt, 3, 4, 33, 40, 64, lhs, rhs, false, kind); // BLAS
+      check_gather_mm(dt, 3, 4, 1, 96, 320, slhs, srhs, true, kind);
+      check_gather_mm(dt, 3, 4, 7, 40, 192, slhs, srhs, true, kind);
+    }
   }
 }
 
