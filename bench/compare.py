@@ -105,6 +105,14 @@ def main():
     xq1 = rng.uniform(-1, 1, (1, 4096)).astype(np.float32)
     xq256 = rng.uniform(-1, 1, (256, 4096)).astype(np.float32)
 
+    # The MoE decode expert product: x [1, 2048] against 8 of 64 experts [768, 2048].
+    moe_w = rng.uniform(-1, 1, (64, 768, 2048)).astype(np.float32)
+    moe_x = rng.uniform(-1, 1, (1, 1, 2048)).astype(np.float32)
+    moe_rhs = np.arange(0, 56, 7)
+
+    def np_moe():
+        return moe_x @ moe_w[moe_rhs].swapaxes(-1, -2)
+
     bw = nv["BM_memcpy"]["bytes_per_second"]
     peak = cpu_peak_flops()
     rows = [
@@ -124,6 +132,7 @@ def main():
         ("  (numpy, pre-dequantized)", nv["BM_qmm_w4g64_m1_4096"]["real_time"] / 1e3, best_time(lambda: xq1 @ wdq.T), None),
         ("qmm w4g64 M=256 4096^2", nv["BM_qmm_w4g64_m256_4096"]["real_time"] / 1e3, best_time(lambda: xq256 @ np_dequant().T), 2 * 256 * 4096**2 / peak),
         ("  (numpy, pre-dequantized)", nv["BM_qmm_w4g64_m256_4096"]["real_time"] / 1e3, best_time(lambda: xq256 @ wdq.T), None),
+        ("gather_mm MoE 8/64 f32", nv["BM_gather_mm_moe_e64_top8"]["real_time"] / 1e3, best_time(np_moe), 8 * 768 * 2048 * 4 / bw),
         ("chain 10k ops (per op)", nv["BM_chain_10k"]["real_time"] / 1e3 / 1e4, best_time(chain) / 1e4, None),
     ]
     print(f"memcpy bandwidth (read+write, all threads): {bw / 1e9:.1f} GB/s; float32 peak estimate: {peak / 1e9:.0f} GFLOP/s")

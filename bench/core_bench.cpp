@@ -177,6 +177,21 @@ void BM_qmm_w4g64_m256_4096(benchmark::State& state) {
   quantized_matmul_bench(state, 256);
 }
 
+// A mixture-of-experts decode step's expert product: one token's 8 experts of 64, each a
+// Linear weight [768, 2048] (stacked [E, N, K], passed through swapaxes as the layers do).
+void BM_gather_mm_moe_e64_top8(benchmark::State& state) {
+  auto w = random_f32({64, 768, 2048});
+  auto x = random_f32({1, 1, 2048});
+  auto rhs = nx::astype(nx::arange(0, 56, 7), nx::uint32);
+  auto lhs = nx::zeros({8}, nx::uint32);
+  nx::eval({w, x, rhs, lhs});
+  auto wt = nx::swapaxes(w, 1, 2);
+  for (auto _ : state) {
+    auto y = nx::gather_mm(x, wt, lhs, rhs, false);
+    nx::eval(y);
+  }
+}
+
 BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_exp)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -191,5 +206,6 @@ BENCHMARK(BM_rope_1x32x1024x128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_chain_10k)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_qmm_w4g64_m1_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_qmm_w4g64_m256_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_gather_mm_moe_e64_top8)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();
