@@ -1,9 +1,11 @@
 // nuvec: eval_gpu of the quantized and gathered products (QuantizedMatmul, GatherQmm,
 // GatherMm; their contracts: src/quantized/quantized.h). Each readies its operands
-// (row-contiguous, 16-byte aligned; GatherMm's W may stay a transposed view: transposed_plain), describes the product as a cu::QmmArgs (qmm.h) and takes
-// the first kernel that covers it: qmv (few rows), gemv_plain (GatherMm's few rows),
-// qmm_dense (many rows: dequantize, then cuBLASLt), qmm (tensor cores), qmm_generic (the rest).
+// (row-contiguous, 16-byte aligned; GatherMm's W may stay a transposed view: transposed_plain),
+// describes the product as a cu::QmmArgs (qmm.h) and takes the first kernel that covers it:
+// qmv (few rows), gemv_plain (GatherMm's few rows), qmm_dense (many rows: dequantize, then
+// cuBLASLt), qmm (tensor cores), qmm_generic (the rest).
 // Gathered indices past their operand raise std::out_of_range through index_errors.cuh.
+#include "backend/common/gemm_problem.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/index_errors.cuh"
 #include "backend/cuda/kernel_utils.cuh"
@@ -32,11 +34,13 @@ void run_product(const cu::QmmArgs& a) {
 /// Whether GatherMm's w (E, K, N) is the swapaxes view of a row-contiguous (E, N, K) buffer (a
 /// Linear's weights stacked, as mixture-of-experts layers pass them): read in place, as a
 /// transposed plain W, rather than copied into (E, K, N) on every call.
+/// The layout rule is matrix_layout's (the CPU kernel reads such a W in place by the same rule).
 bool transposed_plain(const array& w) {
   if (w.ndim() != 3 || w.size() == 0) return false;
   const int64_t K = w.shape(1), N = w.shape(2);
   const auto& st = w.strides();
-  return st[1] == 1 && (N == 1 || st[2] == K) && (w.shape(0) == 1 || st[0] == N * K) && K > 1 &&
+  const MatrixLayout l = matrix_layout(K, N, st[1], st[2]);
+  return l.in_place && l.col_major && l.ld == K && (w.shape(0) == 1 || st[0] == N * K) &&
       cu::is_aligned(cu::device_ptr(w), 16);
 }
 
