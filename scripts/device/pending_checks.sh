@@ -10,6 +10,9 @@
 #   scripts/device/pending_checks.sh d256     the attention backward's D 256 tensor-core path
 #   scripts/device/pending_checks.sh moe      gather_mm's plain experts on the tiled tensor-core kernel
 #   scripts/device/pending_checks.sh inplace  which nodes the eager gated_delta_slots in-place test runs
+#   scripts/device/pending_checks.sh lmtests  the engine and server tests on the GPU
+#   scripts/device/pending_checks.sh table18  issue 18's serving table beside transformers
+#   scripts/device/pending_checks.sh profile18 the kernels of one Llama-3.2-1B batch-1 decode step (ncu)
 # What each test verifies:
 #  - fast_attention_hopper_test: the Hopper attention forward (attention_hopper.cu) against the
 #    float64 graph; compute-sanitizer memcheck and racecheck on one small case;
@@ -25,7 +28,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve|d256|moe|inplace..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve|d256|moe|inplace|lmtests|table18|profile18..." >&2; exit 2; }
 # Several parts run in one call, in order; a part is skipped once fewer than its seconds are
 # left of the call's 10 minutes (NUVEC_CALL_SECONDS, counted from this script's start).
 budget=${NUVEC_CALL_SECONDS:-590}
@@ -35,7 +38,7 @@ case "$part" in
   build)
     t0=$(date +%s)
     build fast_attention_hopper_test fast_attention_tiled_test fast_attention_backward_test fast_paged_attention_test \
-      fast_gated_delta_test lm_engine_test lm_serve_test nuvec-gpu-timings nuvec-lm-serve-timings
+      fast_gated_delta_test lm_engine_test lm_serve_test nuvec-gpu-timings nuvec-lm-serve-timings gpu_quantized_test
     echo "build: $(($(date +%s) - t0)) s"
     ;;
   kernels)
@@ -101,6 +104,32 @@ case "$part" in
     build fast_gated_delta_test
     NUVEC_HOST_PROFILE=1 NUVEC_TEST_DEVICE=gpu timeout 60 build-gpu/tests/fast_gated_delta_test --gtest_brief=1 \
       --gtest_filter='*InPlace*' 2>&1 | grep -E "gpu eval|PASSED|FAILED" | head -40
+    ;;
+  lmtests)
+    need 150 || continue
+    build lm_engine_test lm_serve_test
+    GT_TIMEOUT=200 gtest lm_engine_test
+    GT_TIMEOUT=120 gtest lm_serve_test
+    ;;
+  table18)
+    # Issue 18's table: nuvec's engine and transformers' batched generate, both shapes; the
+    # lines print as they come, so a run cut by the limit keeps what it measured.
+    need 120 || continue
+    build nuvec-lm-serve-timings
+    timeout $((budget - SECONDS - 10)) python3 bench/lm_serve_compare.py --nuvec build-gpu/bench/nuvec-lm-serve-timings \
+      --shapes qwen3-8b,llama-3.2-1b --concurrency 1,8,64,256 --prompt 512 --output 256 2>"$L/table18.log" | tee "$L/table18.txt"
+    echo "table18 rc=${PIPESTATUS[0]}"
+    ;;
+  profile18)
+    # Where batch-1 decode's step goes (0.31 of the floor at Llama-3.2-1B): per-kernel device
+    # times of replayed steps, summed between two argmax launches by bench/ncu_step.py.
+    need 90 || continue
+    build nuvec-lm-timings
+    timeout 80 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+      --launch-skip 3000 --launch-count 700 build-gpu/bench/nuvec-lm-timings llama-3.2-1b --prefill 512 --decode 40 \
+      >"$L/step.csv" 2>"$L/ncu.log"
+    echo "ncu rc=$?"
+    python3 bench/ncu_step.py "$L/step.csv" | head -30
     ;;
   serve)
     need 200 || continue
