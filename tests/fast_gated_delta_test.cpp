@@ -361,26 +361,77 @@ TEST(FastGatedDelta, GpuMatchesCpu) {
   }
 }
 
-// The GPU's chunked kernel (gated_delta and gated_delta_slots from T 64 on) against its
-// recurrent one (gated_delta_steps, every step's state): the same rule, summed in another order.
-TEST(FastGatedDelta, ChunkedMatchesRecurrent) {
-  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
-  const std::vector<Case> cases = {
+namespace {
+
+// The GPU's chunked kernel (gated_delta from T 64 on) against its recurrent one
+// (gated_delta_steps, every step's state) on one case: the same rule, summed in another order.
+void expect_chunked_matches_recurrent(const Case& c, Dtype dt, Dtype state_dt) {
+  SCOPED_TRACE(describe(c) + " " + dtype_name(dt) + " state " + dtype_name(state_dt));
+  const Inputs in = make_inputs(c, dt, state_dt);
+  auto [yc, sc] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu);
+  auto [yr, states] = fast::gated_delta_steps(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu);
+  const array last = squeeze(slice(states, {0, c.t - 1, 0, 0, 0}, states.shape()), 1);
+  // y is rounded to dt by both, the states to state_dt; the float32 sums differ in order only.
+  const double tol = dt == float32 ? 5e-5 : 1.6e-2;
+  const double state_tol = state_dt == float32 ? 5e-5 : 1.6e-2;
+  expect_allclose(astype(yc, float32), astype(yr, float32), tol, tol);
+  expect_allclose(astype(sc, float32), astype(last, float32), state_tol, state_tol);
+}
+
+const std::vector<Case>& chunked_cases() {
+  static const std::vector<Case> cases = {
       {1, 64, 1, 2, 128, 128}, {2, 65, 2, 4, 64, 48}, {1, 200, 1, 1, 32, 16}, {2, 1000, 2, 2, 128, 64},
       {1, 129, 3, 3, 120, 32},
   };
-  for (const Case& c : cases) {
-    for (Dtype dt : {float32, bfloat16}) {
-      SCOPED_TRACE(describe(c) + " " + dtype_name(dt));
-      const Inputs in = make_inputs(c, dt, float32);
-      auto [yc, sc] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu);
-      auto [yr, states] = fast::gated_delta_steps(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu);
-      const array last = squeeze(slice(states, {0, c.t - 1, 0, 0, 0}, states.shape()), 1);
-      // y is rounded to dt by both; the float32 sums differ in order only.
-      const double tol = dt == float32 ? 5e-5 : 1.6e-2;
-      expect_allclose(astype(yc, float32), astype(yr, float32), tol, tol);
-      expect_allclose(sc, last, 5e-5, 5e-5);
-    }
+  return cases;
+}
+
+} // namespace
+
+TEST(FastGatedDelta, ChunkedMatchesRecurrent) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
+  for (const Case& c : chunked_cases()) {
+    for (Dtype dt : {float32, bfloat16}) expect_chunked_matches_recurrent(c, dt, float32);
+  }
+}
+
+// The chunked kernel's state pass on tensor cores (NUVEC_GATED_DELTA_TENSOR_CORES=1: tf32
+// products with float32 operands split in two): the same checks as the CUDA-core pass, plus
+// f16 inputs, a 16-bit state, Dk 40 (an odd count of k steps), the slots mode and decays of
+// any sign against the float64 loop.
+TEST(FastGatedDelta, ChunkedOnTensorCores) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
+  ScopedEnv on("NUVEC_GATED_DELTA_TENSOR_CORES", "1");
+  for (const Case& c : chunked_cases()) {
+    for (Dtype dt : {float32, bfloat16, float16}) expect_chunked_matches_recurrent(c, dt, float32);
+  }
+  expect_chunked_matches_recurrent({3, 64, 1, 2, 40, 16}, float32, float32);
+  expect_chunked_matches_recurrent({1, 150, 1, 2, 128, 32}, bfloat16, bfloat16);
+  {
+    // Sequences 0..2 at pool rows 4, 0, 2; rows 1, 3, 5 untouched.
+    const Case c{3, 100, 1, 2, 64, 32};
+    SCOPED_TRACE("slots " + describe(c));
+    const Inputs in = make_inputs(c, float32, float32);
+    const array pool = multiply(randn({6, c.hv, c.dv, c.dk}), array(0.3f));
+    const array slots = array({4, 0, 2}, int32);
+    auto [y, updated] = fast::gated_delta_slots(in.q, in.k, in.v, in.g, in.beta, pool, slots, Device::gpu);
+    auto [want_y, want_s] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, take(pool, slots, 0), Device::cpu);
+    expect_allclose(y, want_y, 5e-5, 5e-5);
+    expect_allclose(take(updated, slots, 0), want_s, 5e-5, 5e-5);
+    const array others = array({1, 3, 5}, int32);
+    expect_allclose(take(updated, others, 0), take(pool, others, 0), 0, 0);
+  }
+  {
+    const Case c{1, 130, 1, 2, 64, 32};
+    SCOPED_TRACE("decays of any sign " + describe(c));
+    Inputs in = make_inputs(c, float32, float32);
+    const array u = uniform({c.b, c.t, c.hv}, 0.0, 1.0, float32);
+    in.g = where(less(u, array(0.1f)), array(0.f),
+                 where(less(u, array(0.2f)), array(1.f), uniform({c.b, c.t, c.hv}, -1.0, 1.0, float32)));
+    const Reference r = reference(in, c);
+    auto [y, s] = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu);
+    expect_near_vector(y, r.y, 4e-4);
+    expect_near_vector(s, r.final_state, 4e-4);
   }
 }
 

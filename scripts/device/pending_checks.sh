@@ -9,6 +9,7 @@
 #   scripts/device/pending_checks.sh serve    issue 18's hybrid serving throughput
 #   scripts/device/pending_checks.sh d256     the attention backward's D 256 tensor-core path
 #   scripts/device/pending_checks.sh moe      gather_mm's plain experts on the tiled tensor-core kernel
+#   scripts/device/pending_checks.sh gdtc     the gated delta state pass on tensor cores
 #   scripts/device/pending_checks.sh inplace  which nodes the eager gated_delta_slots in-place test runs
 #   scripts/device/pending_checks.sh lmtests  the engine and server tests on the GPU
 #   scripts/device/pending_checks.sh table18  issue 18's serving table beside transformers
@@ -28,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve|d256|moe|inplace|lmtests|table18|profile18..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve|d256|moe|inplace|lmtests|table18|profile18|gdtc..." >&2; exit 2; }
 # Several parts run in one call, in order; a part is skipped once fewer than its seconds are
 # left of the call's 10 minutes (NUVEC_CALL_SECONDS, counted from this script's start).
 budget=${NUVEC_CALL_SECONDS:-590}
@@ -94,6 +95,23 @@ case "$part" in
     for on in 0 1; do
       NUVEC_GATHER_MM_TENSOR_CORES=$on timeout 100 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l \
         --concurrency 1,8 --prompt 512 --output 64 2>"$L/moe_serve_$on.log" | cut -c1-300
+    done
+    ;;
+  gdtc)
+    # The chunked gated delta's state pass on tf32 tensor cores (NUVEC_GATED_DELTA_TENSOR_CORES=1,
+    # sixteenth session): its tests, racecheck on a small case, then issue 14's rows without
+    # and with it.
+    need 200 || continue
+    build fast_gated_delta_test nuvec-gpu-timings
+    GT_TIMEOUT=150 gtest fast_gated_delta_test '*Chunked*:*DecaysOfAnySign*'
+    NUVEC_GATED_DELTA_TENSOR_CORES=1 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 \
+      build-gpu/tests/fast_gated_delta_test --gtest_brief=1 --gtest_filter='*DecaysOfAnySign*' >"$L/sanitizer_gdtc.log" 2>&1
+    echo "compute-sanitizer racecheck (gated delta, tensor cores) rc=$? $(grep -E 'ERROR SUMMARY' "$L/sanitizer_gdtc.log" | head -1)"
+    for on in 0 1; do
+      NUVEC_GATED_DELTA_TENSOR_CORES=$on timeout 90 python3 bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings \
+        --only gated_delta >"$L/gated_delta_$on.txt" 2>&1
+      echo "== gated_delta, NUVEC_GATED_DELTA_TENSOR_CORES=$on rc=$?"
+      grep -E "prefill" "$L/gated_delta_$on.txt"
     done
     ;;
   inplace)

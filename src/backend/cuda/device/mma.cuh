@@ -120,6 +120,31 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
   }
 }
 
+/// d += A B for one m16n8k8 tile of tf32 operands (float32 registers whose low 13 mantissa
+/// bits the tensor core ignores), float32 accumulators. Fragment layouts (g = lane / 4,
+/// t = lane % 4; PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32):
+///   A (16 x 8, row-major), 4 registers: a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4],
+///                                       a[3] = A[g+8][t+4].
+///   B (8 x 8, B[k][n]), 2 registers:    b[0] = B[t][g], b[1] = B[t+4][g].
+///   C, D: as m16n8k16's.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/// x split for float32-accurate products on tf32 tensor cores ("3xTF32"): hi keeps x's top
+/// 11 significant bits (the tf32 the hardware reads, exact), lo = x − hi (exact in float32,
+/// below 2^-10 |x|). a·b ≈ hi_a·hi_b + hi_a·lo_b + lo_a·hi_b misses lo_a·lo_b and lo's own
+/// truncation: about 2^-21 relative, float32's accuracy for sums of a few hundred terms.
+/// Source: NVIDIA CUTLASS's OpMultiplyAddFastF32 ("big + small" tf32 emulation).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = __float_as_uint(x) & 0xffffe000u;
+  lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
 /// Two float32 values rounded to nearest even into a packed pair of T (`lo` in the low
 /// half): the register form of an A or B fragment element pair.
 template <typename T>

@@ -16,9 +16,11 @@
 // registers) writes W, U, P and G to scratch; the state pass (one block per (b, h) and 16 rows
 // of the state, the chunks in order) keeps its rows of S in registers and shared memory and
 // loads the next chunk's operands with cp.async while this one computes. Everything is
-// float32 on the CUDA cores (no tensor cores yet: the operands W, P and S are float32, and
-// rounding them to bf16 would give up the recurrence's float32), so the form covers every
-// input dtype with the recurrent kernel's accuracy. Decays may be any real number: G is the
+// float32 on the CUDA cores (the operands W, P and S are float32, and rounding them to bf16
+// would give up the recurrence's float32), so the form covers every input dtype with the
+// recurrent kernel's accuracy. A second state pass (NUVEC_GATED_DELTA_TENSOR_CORES=1, off
+// until it has run on a GPU) does the same products on tf32 tensor cores, each float32
+// operand split into two tf32 parts to keep that accuracy (below). Decays may be any real number: G is the
 // cumulative log |g| (clamped at −80, so a zero decay is e^{−80}) and its sign is carried
 // beside it.
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include "backend/cuda/fast/gated_delta.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/runtime/runtime.h"
+#include "core/env_switch.h"
 
 namespace nuvec {
 
@@ -404,6 +407,306 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
   }
 }
 
+// ---- The state pass on tensor cores (NUVEC_GATED_DELTA_TENSOR_CORES=1) -------------------
+// The same block (16 rows of S, the chunks in order, 16 warps) with the four products of a
+// chunk as warp tiles of mma.sync m16n8k8 on tf32, each float32 operand split into two tf32
+// parts (cu::split_tf32: three products a tile step, float32's accuracy; 16-bit q and k are
+// exact in tf32, so their products take two). Per chunk:
+//   phase 1, every warp one 16 x 8 tile: warps 0-7 V' = U − W Sᵀ, warps 8-15 e^G Q Sᵀ
+//            (M = the chunk's 64 steps, N = the block's 16 state rows, K = Dk);
+//   phase 2, at once: warps 0-7 Y = e^G Q Sᵀ + P V' (P's zero tiles above the diagonal
+//            skipped), warps 8-15 S ← e^{G_C} S + (V' e^{G_C − G})ᵀ K, S's rows held in their
+//            accumulators (float32, never rounded) and copied to shared memory for the next
+//            chunk's phase 1.
+// Shared rows are padded so that every fragment load is free of bank conflicts: row strides
+// of 4 mod 32 words for row-indexed A operands, 8 mod 32 for k-indexed B operands.
+constexpr int kTcLd = kRows + 8;   // V', V' e^{G_C − G} and e^G Q Sᵀ: [C][24] float32
+constexpr int kTcPLd = kChunk + 4; // P: [C][68] float32
+
+/// Byte offsets and row strides (elements) of one chunk's operands in the tensor-core state
+/// pass's shared memory.
+struct TcLayout {
+  int w, q, k, p, u, decay, bytes;
+  int ldw, ldq, ldk;
+};
+
+template <typename T>
+TcLayout tc_layout(int dk) {
+  TcLayout l{};
+  l.ldw = dk + 4;
+  l.ldq = sizeof(T) == 2 ? dk + 8 : dk + 4; // 16-bit rows: 4 mod 32 words is 8 mod 64 elements
+  l.ldk = dk + 8;
+  l.w = 0;
+  l.q = l.w + kChunk * l.ldw * 4;
+  l.k = l.q + kChunk * l.ldq * int(sizeof(T));
+  l.p = l.k + kChunk * l.ldk * int(sizeof(T));
+  l.u = l.p + kChunk * kTcPLd * 4;
+  l.decay = l.u + kChunk * kRows * 4;
+  l.bytes = l.decay + kChunk * 8;
+  return l;
+}
+
+/// Shared memory of a tensor-core state-pass block: S's 16 rows ([16][Dk + 4]), V', V' scaled
+/// and e^G Q Sᵀ ([C][24] each), then the stages.
+template <typename T>
+size_t tc_state_smem_bytes(int dk) {
+  return (size_t(kRows) * (dk + 4) + 3 * size_t(kChunk) * kTcLd) * sizeof(float) +
+      size_t(kStages<T>) * tc_layout<T>(dk).bytes;
+}
+
+/// The fragment registers of 4 float32 values of an A operand (or 2 of a B operand), split
+/// into tf32 high and low parts; `exact` values (16-bit inputs) keep lo at zero and skip it.
+template <int N>
+struct Tf32Frag {
+  uint32_t hi[N], lo[N];
+  __device__ __forceinline__ void set(const float (&x)[N], bool exact) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (exact) {
+        hi[i] = __float_as_uint(x[i]);
+        lo[i] = 0u;
+      } else {
+        cu::split_tf32(x[i], hi[i], lo[i]);
+      }
+    }
+  }
+};
+
+/// d += A B at float32 accuracy from split fragments: hi·hi + hi·lo + lo·hi, the lo·hi term
+/// skipped when A is exact (and hi·lo when B is).
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Frag<4>& a, const Tf32Frag<2>& b, bool a_exact,
+                                           bool b_exact) {
+  if (!b_exact) cu::mma_m16n8k8_tf32(d, a.hi, b.lo);
+  if (!a_exact) cu::mma_m16n8k8_tf32(d, a.lo, b.hi);
+  cu::mma_m16n8k8_tf32(d, a.hi, b.hi);
+}
+
+template <typename T, typename S>
+__global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(StateArgs<T, S> a, TcLayout L) {
+  extern __shared__ __align__(16) unsigned char state_smem[];
+  constexpr int kSt = kStages<T>;
+  constexpr bool kExactInputs = sizeof(T) == 2; // f16 and bf16 values are tf32 values
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
+  const int j0 = blockIdx.x * kRows, bh = blockIdx.y;
+  const int b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
+  int64_t from = b;
+  if (a.slots != nullptr) {
+    from = slot_row(a.slots, gridDim.y / a.hv, b, a.pool, a.err, tid == 0 && blockIdx.x == 0);
+    if (from < 0) return; // the whole block: every thread has this b
+  }
+  const int lds = a.dk + 4;
+  float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
+  float* vp = ssh + kRows * lds;                     // [C][24]: V'
+  float* vt = vp + kChunk * kTcLd;                   // [C][24]: V' e^{G_C − G}
+  float* ys = vt + kChunk * kTcLd;                   // [C][24]: e^G Q Sᵀ
+  unsigned char* stages = reinterpret_cast<unsigned char*>(ys + kChunk * kTcLd);
+  const int64_t rows0 = int64_t(bh) * a.chunks * kChunk;
+
+  auto load_chunk = [&](int n) {
+    unsigned char* base = stages + (n % kSt) * L.bytes;
+    const int64_t row0 = rows0 + n * kChunk;
+    const int w_per_row = a.dk / 4;
+    for (int x = tid; x < kChunk * w_per_row; x += kStateThreads) {
+      const int c = x / w_per_row, piece = x % w_per_row;
+      cu::cp_async_16(base + L.w + (c * L.ldw + piece * 4) * 4, a.w + (row0 + c) * a.dk + piece * 4, true);
+    }
+    constexpr int kPer16 = 16 / int(sizeof(T));
+    const int per_row = a.dk / kPer16, units = kChunk * per_row;
+    for (int x = tid; x < 2 * units; x += kStateThreads) {
+      const int which = x / units, r = x % units, c = r / per_row, piece = r % per_row, t = n * kChunk + c;
+      const bool valid = t < a.t;
+      const int64_t at = ((int64_t(b) * a.t + (valid ? t : 0)) * a.hk + hk) * a.dk + piece * kPer16;
+      const int dst = which == 0 ? L.q + (c * L.ldq + piece * kPer16) * int(sizeof(T))
+                                 : L.k + (c * L.ldk + piece * kPer16) * int(sizeof(T));
+      cu::cp_async_16(base + dst, (which == 0 ? a.q : a.k) + at, valid);
+    }
+    const float* p = a.p + (int64_t(bh) * a.chunks + n) * kChunk * kChunk;
+    for (int x = tid; x < kChunk * kChunk / 4; x += kStateThreads) {
+      const int c = x / (kChunk / 4), piece = x % (kChunk / 4);
+      cu::cp_async_16(base + L.p + (c * kTcPLd + piece * 4) * 4, p + c * kChunk + piece * 4, true);
+    }
+    for (int x = tid; x < kChunk * kRows / 4; x += kStateThreads) {
+      const int c = x / (kRows / 4), piece = x % (kRows / 4);
+      cu::cp_async_16(base + L.u + x * 16, a.u + (row0 + c) * a.dv + j0 + piece * 4, true);
+    }
+    for (int x = tid; x < kChunk / 2; x += kStateThreads) {
+      cu::cp_async_16(base + L.decay + x * 16, a.decay + row0 + x * 2, true);
+    }
+    cu::cp_async_commit();
+  };
+
+  // Warps 8-15 hold S: warp 8 + u owns the column tiles u and u + 8 (8 columns of Dk each)
+  // of all 16 rows, as C fragments: s[i][0..1] = S[g][d..d+1], s[i][2..3] = S[g+8][d..d+1],
+  // d = 8 (u + 8 i) + 2 tq.
+  const bool holds_state = warp >= 8;
+  const int su = warp - 8;
+  float s[2][4] = {};
+  if (holds_state) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int d = 8 * (su + 8 * i) + 2 * tq;
+      if (d >= a.dk) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = g + 8 * (e / 2), col = d + e % 2;
+        s[i][e] = cu::to_acc(a.state[((from * a.hv + h) * a.dv + j0 + row) * a.dk + col]);
+        ssh[row * lds + col] = s[i][e];
+      }
+    }
+  }
+  // Phase 1's tile: rows (steps) 16 m1 + g (+ 8), columns (state rows) 8 n1 + 2 tq (+ 1).
+  const bool q_side = warp >= 8;
+  const int m1 = (warp & 7) >> 1, n1 = warp & 1;
+  const int c_lo = 16 * m1 + g, c_hi = c_lo + 8;
+  if constexpr (kSt == 2) load_chunk(0);
+  for (int n = 0; n < a.chunks; ++n) {
+    if constexpr (kSt == 2) {
+      if (n + 1 < a.chunks) {
+        load_chunk(n + 1); // into the buffer chunk n − 1 used: every thread is done with it
+        cu::cp_async_wait<1>();
+      } else {
+        cu::cp_async_wait<0>();
+      }
+    } else {
+      load_chunk(n);
+      cu::cp_async_wait<0>();
+    }
+    __syncthreads(); // chunk n's operands and S's rows are visible
+    const unsigned char* base = stages + (n % kSt) * L.bytes;
+    const float* W = reinterpret_cast<const float*>(base + L.w);
+    const T* Q = reinterpret_cast<const T*>(base + L.q);
+    const T* K = reinterpret_cast<const T*>(base + L.k);
+    const float* P = reinterpret_cast<const float*>(base + L.p);
+    const float* U = reinterpret_cast<const float*>(base + L.u);
+    const float2* D = reinterpret_cast<const float2*>(base + L.decay);
+    const float2 last = D[kChunk - 1]; // steps past T add nothing to G: this is the last step's
+
+    // Phase 1: W Sᵀ (warps 0-7) or Q Sᵀ (warps 8-15), two accumulators (even and odd k
+    // steps) to halve the chain of dependent mma.
+    {
+      float acc0[4] = {}, acc1[4] = {};
+      const bool a_exact = q_side && kExactInputs;
+      auto step = [&](int ks, float (&acc)[4]) {
+        const int d0 = 8 * ks;
+        float bv[2] = {ssh[(8 * n1 + g) * lds + d0 + tq], ssh[(8 * n1 + g) * lds + d0 + tq + 4]};
+        float av[4];
+        if (q_side) {
+          av[0] = cu::to_acc(Q[c_lo * L.ldq + d0 + tq]);
+          av[1] = cu::to_acc(Q[c_hi * L.ldq + d0 + tq]);
+          av[2] = cu::to_acc(Q[c_lo * L.ldq + d0 + tq + 4]);
+          av[3] = cu::to_acc(Q[c_hi * L.ldq + d0 + tq + 4]);
+        } else {
+          av[0] = W[c_lo * L.ldw + d0 + tq];
+          av[1] = W[c_hi * L.ldw + d0 + tq];
+          av[2] = W[c_lo * L.ldw + d0 + tq + 4];
+          av[3] = W[c_hi * L.ldw + d0 + tq + 4];
+        }
+        Tf32Frag<4> fa;
+        Tf32Frag<2> fb;
+        fa.set(av, a_exact);
+        fb.set(bv, false);
+        mma_3xtf32(acc, fa, fb, a_exact, false);
+      };
+      // Registers, not an array indexed by the step's parity (which would live in local memory).
+      const int steps = a.dk / 8;
+      int ks = 0;
+      for (; ks + 1 < steps; ks += 2) {
+        step(ks, acc0);
+        step(ks + 1, acc1);
+      }
+      if (ks < steps) step(ks, acc0);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = e < 2 ? c_lo : c_hi, j = 8 * n1 + 2 * tq + e % 2;
+        const float v = acc0[e] + acc1[e];
+        const float2 dc = D[c];
+        if (q_side) {
+          ys[c * kTcLd + j] = v * dc.y * expf(dc.x);
+        } else {
+          const float vv = U[c * kRows + j] - v;
+          vp[c * kTcLd + j] = vv;
+          vt[c * kTcLd + j] = vv * (last.y * dc.y) * expf(last.x - dc.x);
+        }
+      }
+    }
+    __syncthreads(); // V', its scaled copy and e^G Q Sᵀ complete; every read of S's rows done
+
+    if (!holds_state) {
+      // Y = e^G Q Sᵀ + P V' on phase 1's tile of warps 0-7 (P is zero above its diagonal:
+      // k steps past the tile's last row are skipped).
+      float acc0[4], acc1[4] = {};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc0[e] = ys[(e < 2 ? c_lo : c_hi) * kTcLd + 8 * n1 + 2 * tq + e % 2];
+      auto step = [&](int ks, float (&acc)[4]) {
+        const int k0 = 8 * ks;
+        float av[4] = {P[c_lo * kTcPLd + k0 + tq], P[c_hi * kTcPLd + k0 + tq], P[c_lo * kTcPLd + k0 + tq + 4],
+                       P[c_hi * kTcPLd + k0 + tq + 4]};
+        float bv[2] = {vp[(k0 + tq) * kTcLd + 8 * n1 + g], vp[(k0 + tq + 4) * kTcLd + 8 * n1 + g]};
+        Tf32Frag<4> fa;
+        Tf32Frag<2> fb;
+        fa.set(av, false);
+        fb.set(bv, false);
+        mma_3xtf32(acc, fa, fb, false, false);
+      };
+      for (int ks = 0; ks < 2 * (m1 + 1); ks += 2) {
+        step(ks, acc0);
+        step(ks + 1, acc1);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = e < 2 ? c_lo : c_hi, j = 8 * n1 + 2 * tq + e % 2, t = n * kChunk + c;
+        if (t < a.t) {
+          a.y[((int64_t(b) * a.t + t) * a.hv + h) * a.dv + j0 + j] = cu::store_as<T>(acc0[e] + acc1[e]);
+        }
+      }
+    } else {
+      // S ← e^{G_C} S + (V' e^{G_C − G})ᵀ K: A = the scaled V' transposed ([16 rows][C]),
+      // B = K ([C][Dk]), this warp's two column tiles.
+      const float keep = last.y * expf(last.x);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[i][e] *= keep;
+      }
+      for (int ks = 0; ks < kChunk / 8; ++ks) {
+        const int k0 = 8 * ks;
+        float av[4] = {vt[(k0 + tq) * kTcLd + g], vt[(k0 + tq) * kTcLd + g + 8], vt[(k0 + tq + 4) * kTcLd + g],
+                       vt[(k0 + tq + 4) * kTcLd + g + 8]};
+        Tf32Frag<4> fa;
+        fa.set(av, false);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int d = 8 * (su + 8 * i);
+          if (d >= a.dk) continue;
+          float bv[2] = {cu::to_acc(K[(k0 + tq) * L.ldk + d + g]), cu::to_acc(K[(k0 + tq + 4) * L.ldk + d + g])};
+          Tf32Frag<2> fb;
+          fb.set(bv, kExactInputs);
+          mma_3xtf32(s[i], fa, fb, false, kExactInputs);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int d = 8 * (su + 8 * i) + 2 * tq;
+        if (d >= a.dk) continue;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ssh[(g + 8 * (e / 2)) * lds + d + e % 2] = s[i][e];
+      }
+    }
+    __syncthreads(); // the new S is visible; chunk n's buffer and the [C][24] tiles may be reused
+  }
+  if (holds_state) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int d = 8 * (su + 8 * i) + 2 * tq;
+      if (d >= a.dk) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        a.states[((from * a.hv + h) * a.dv + j0 + g + 8 * (e / 2)) * a.dk + d + e % 2] = cu::store_as<S>(s[i][e]);
+      }
+    }
+  }
+}
+
 /// Raises a kernel's dynamic shared memory limit to `bytes` once.
 template <typename Kernel>
 void opt_in_smem(Kernel kernel, size_t bytes) {
@@ -477,10 +780,19 @@ void gated_delta_chunked(
     sa.dv = dv;
     sa.chunks = chunks;
     sa.pool = state.shape(0);
+    const dim3 state_grid(static_cast<unsigned>(dv / kRows), static_cast<unsigned>(b * hv));
+    if (env_switch("NUVEC_GATED_DELTA_TENSOR_CORES", false)) {
+      static const bool tc_opted =
+          (opt_in_smem(gated_delta_state_tc_kernel<T, S>, tc_state_smem_bytes<T>(128)), true);
+      (void)tc_opted;
+      gated_delta_state_tc_kernel<T, S><<<state_grid, kStateThreads, tc_state_smem_bytes<T>(dk), cu::stream()>>>(
+          sa, tc_layout<T>(dk));
+      cu::check_launch("gated_delta_state_tc_kernel");
+      return;
+    }
     static const bool state_opted =
         (opt_in_smem(gated_delta_state_kernel<T, S>, state_smem_bytes<T>(128)), true);
     (void)state_opted;
-    const dim3 state_grid(static_cast<unsigned>(dv / kRows), static_cast<unsigned>(b * hv));
     gated_delta_state_kernel<T, S><<<state_grid, kStateThreads, state_smem_bytes<T>(dk), cu::stream()>>>(
         sa, stage_layout(dk, sizeof(T)));
     cu::check_launch("gated_delta_state_kernel");
