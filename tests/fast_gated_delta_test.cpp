@@ -395,10 +395,11 @@ TEST(FastGatedDelta, ChunkedMatchesRecurrent) {
   }
 }
 
-// The chunked kernel's state pass on tensor cores (NUVEC_GATED_DELTA_TENSOR_CORES=1: tf32
-// products with float32 operands split in two): the same checks as the CUDA-core pass, plus
-// f16 inputs, a 16-bit state, Dk 40 (an odd count of k steps), the slots mode and decays of
-// any sign against the float64 loop.
+// The chunked kernels on tensor cores (NUVEC_GATED_DELTA_TENSOR_CORES=1: the prepare kernel
+// and the state pass with tf32 products, float32 operands split in two): the same checks as
+// the CUDA-core kernels, plus f16 inputs, a 16-bit state, Dk 40 (an odd count of k steps),
+// Dv 160 (two panels of values), the slots mode and decays of any sign against the float64
+// loop.
 TEST(FastGatedDelta, ChunkedOnTensorCores) {
   if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU";
   ScopedEnv on("NUVEC_GATED_DELTA_TENSOR_CORES", "1");
@@ -406,6 +407,7 @@ TEST(FastGatedDelta, ChunkedOnTensorCores) {
     for (Dtype dt : {float32, bfloat16, float16}) expect_chunked_matches_recurrent(c, dt, float32);
   }
   expect_chunked_matches_recurrent({3, 64, 1, 2, 40, 16}, float32, float32);
+  expect_chunked_matches_recurrent({1, 70, 1, 1, 64, 160}, bfloat16, float32); // two panels of values
   expect_chunked_matches_recurrent({1, 150, 1, 2, 128, 32}, bfloat16, bfloat16);
   {
     // Sequences 0..2 at pool rows 4, 0, 2; rows 1, 3, 5 untouched.

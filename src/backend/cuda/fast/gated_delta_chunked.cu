@@ -18,8 +18,8 @@
 // loads the next chunk's operands with cp.async while this one computes. Everything is
 // float32 on the CUDA cores (the operands W, P and S are float32, and rounding them to bf16
 // would give up the recurrence's float32), so the form covers every input dtype with the
-// recurrent kernel's accuracy. A second state pass (NUVEC_GATED_DELTA_TENSOR_CORES=1, off
-// until it has run on a GPU) does the same products on tf32 tensor cores, each float32
+// recurrent kernel's accuracy. A second pair of kernels (NUVEC_GATED_DELTA_TENSOR_CORES=1,
+// off until it has run on a GPU) does the same products on tf32 tensor cores, each float32
 // operand split into two tf32 parts to keep that accuracy (below). Decays may be any real number: G is the
 // cumulative log |g| (clamped at −80, so a zero decay is e^{−80}) and its sign is carried
 // beside it.
@@ -72,19 +72,18 @@ size_t prepare_smem_bytes(int dk) {
   return (2 * size_t(dk) + kChunk) * kLd * sizeof(float);
 }
 
+/// The gates of chunk `n` of (b, h) in shared memory: logs = G (the cumulative log |g| from
+/// the chunk's start), signs (of the product of the decays so far), betas, and wscale =
+/// β·sign·e^G (W's row scale); (G, sign) are also written to a.decay. Steps past T: no
+/// decay, no update. Every thread calls it; it ends with a barrier before wscale is written,
+/// so the caller's next barrier publishes wscale.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) gated_delta_prepare_kernel(PrepareArgs<T> a) {
-  extern __shared__ __align__(16) float prep_smem[];
-  __shared__ float logs[kChunk], signs[kChunk], betas[kChunk], wscale[kChunk];
-  const int n = blockIdx.x, bh = blockIdx.y, b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
-  const int tid = threadIdx.x, t0 = n * kChunk;
-  const int64_t row0 = int64_t(bh) * a.chunks * kChunk + t0; // this chunk's first row of W, U, decay
-  float* kt = prep_smem;       // kt[d * kLd + c] = k_c[d]
-  float* qt = kt + a.dk * kLd; // qt[d * kLd + c] = q_c[d]
-  float* am = qt + a.dk * kLd; // am[i * kLd + j] = A_ij
+__device__ void chunk_gates(const PrepareArgs<T>& a, int b, int h, int t0, int64_t row0, float* logs, float* signs,
+                            float* betas, float* wscale) {
+  const int tid = threadIdx.x;
   if (tid < kChunk) {
     const int t = t0 + tid;
-    float lg = 0.f, sg = 1.f, be = 0.f; // steps past T: no decay, no update
+    float lg = 0.f, sg = 1.f, be = 0.f;
     if (t < a.t) {
       const int64_t i = (int64_t(b) * a.t + t) * a.hv + h;
       const float gv = load_gate(a.g, i, a.gate_type);
@@ -95,17 +94,6 @@ __global__ void __launch_bounds__(kThreads) gated_delta_prepare_kernel(PrepareAr
     logs[tid] = lg;
     signs[tid] = sg;
     betas[tid] = be;
-  }
-  for (int e = tid; e < kChunk * a.dk; e += kThreads) {
-    const int c = e / a.dk, d = e % a.dk, t = t0 + c;
-    float kv = 0.f, qv = 0.f;
-    if (t < a.t) {
-      const int64_t at = ((int64_t(b) * a.t + t) * a.hk + hk) * a.dk + d;
-      kv = cu::to_acc(a.k[at]);
-      qv = cu::to_acc(a.q[at]);
-    }
-    kt[d * kLd + c] = kv;
-    qt[d * kLd + c] = qv;
   }
   __syncthreads();
   // G and the signs: inclusive scans over the chunk by warp 0, two steps a lane.
@@ -134,6 +122,92 @@ __global__ void __launch_bounds__(kThreads) gated_delta_prepare_kernel(PrepareAr
     a.decay[row0 + tid] = make_float2(logs[tid], signs[tid]);
     wscale[tid] = betas[tid] * signs[tid] * expf(logs[tid]);
   }
+}
+
+/// Γ_ij (signed): the decay from step j to step i of the chunk, zero above the diagonal.
+__device__ __forceinline__ float chunk_decay(const float* logs, const float* signs, int i, int j) {
+  return j <= i ? signs[i] * signs[j] * expf(logs[i] - logs[j]) : 0.f;
+}
+
+/// The fragment registers of 4 float32 values of an A operand (or 2 of a B operand), split
+/// into tf32 high and low parts; `exact` values (16-bit inputs) keep lo at zero and skip it.
+template <int N>
+struct Tf32Frag {
+  uint32_t hi[N], lo[N];
+  __device__ __forceinline__ void set(const float (&x)[N], bool exact) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (exact) {
+        hi[i] = __float_as_uint(x[i]);
+        lo[i] = 0u;
+      } else {
+        cu::split_tf32(x[i], hi[i], lo[i]);
+      }
+    }
+  }
+};
+
+/// d += A B at float32 accuracy from split fragments: hi·hi + hi·lo + lo·hi, the lo·hi term
+/// skipped when A is exact (and hi·lo when B is).
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Frag<4>& a, const Tf32Frag<2>& b, bool a_exact,
+                                           bool b_exact) {
+  if (!b_exact) cu::mma_m16n8k8_tf32(d, a.hi, b.lo);
+  if (!a_exact) cu::mma_m16n8k8_tf32(d, a.lo, b.hi);
+  cu::mma_m16n8k8_tf32(d, a.hi, b.hi);
+}
+
+/// acc += A Bᵀ for one 16 x 8 tile over k columns (a multiple of 8): A's 16 rows at
+/// a[m * lda + kk], B's 8 rows at b[n * ldb + kk], row-major in shared memory, float32 or
+/// 16-bit; operands marked exact (16-bit values) skip their low tf32 part. Even and odd k
+/// steps go to two accumulator sets, halving the chain of dependent mma. Conflict-free when
+/// lda and ldb are 4 mod 32 words.
+template <typename X, typename Y>
+__device__ __forceinline__ void tile_abt(const X* a, int lda, const Y* b, int ldb, int k, bool a_exact, bool b_exact,
+                                         float (&acc)[4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+  float odd[4] = {};
+  auto step = [&](int d0, float (&c)[4]) {
+    float av[4] = {cu::to_acc(a[g * lda + d0 + tq]), cu::to_acc(a[(g + 8) * lda + d0 + tq]),
+                   cu::to_acc(a[g * lda + d0 + tq + 4]), cu::to_acc(a[(g + 8) * lda + d0 + tq + 4])};
+    float bv[2] = {cu::to_acc(b[g * ldb + d0 + tq]), cu::to_acc(b[g * ldb + d0 + tq + 4])};
+    Tf32Frag<4> fa;
+    Tf32Frag<2> fb;
+    fa.set(av, a_exact);
+    fb.set(bv, b_exact);
+    mma_3xtf32(c, fa, fb, a_exact, b_exact);
+  };
+  int d0 = 0;
+  for (; d0 + 8 < k; d0 += 16) {
+    step(d0, acc);
+    step(d0 + 8, odd);
+  }
+  if (d0 < k) step(d0, acc);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) acc[e] += odd[e];
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) gated_delta_prepare_kernel(PrepareArgs<T> a) {
+  extern __shared__ __align__(16) float prep_smem[];
+  __shared__ float logs[kChunk], signs[kChunk], betas[kChunk], wscale[kChunk];
+  const int n = blockIdx.x, bh = blockIdx.y, b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
+  const int tid = threadIdx.x, t0 = n * kChunk;
+  const int64_t row0 = int64_t(bh) * a.chunks * kChunk + t0; // this chunk's first row of W, U, decay
+  float* kt = prep_smem;       // kt[d * kLd + c] = k_c[d]
+  float* qt = kt + a.dk * kLd; // qt[d * kLd + c] = q_c[d]
+  float* am = qt + a.dk * kLd; // am[i * kLd + j] = A_ij
+  for (int e = tid; e < kChunk * a.dk; e += kThreads) {
+    const int c = e / a.dk, d = e % a.dk, t = t0 + c;
+    float kv = 0.f, qv = 0.f;
+    if (t < a.t) {
+      const int64_t at = ((int64_t(b) * a.t + t) * a.hk + hk) * a.dk + d;
+      kv = cu::to_acc(a.k[at]);
+      qv = cu::to_acc(a.q[at]);
+    }
+    kt[d * kLd + c] = kv;
+    qt[d * kLd + c] = qv;
+  }
+  chunk_gates(a, b, h, t0, row0, logs, signs, betas, wscale);
 
   // K Kᵀ and Q Kᵀ: a 4 x 4 block of each per thread.
   const int ti = tid / 16, tj = tid % 16;
@@ -161,7 +235,7 @@ __global__ void __launch_bounds__(kThreads) gated_delta_prepare_kernel(PrepareAr
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int j = 4 * tj + c;
-      const float decay = j <= i ? signs[i] * signs[j] * expf(logs[i] - logs[j]) : 0.f;
+      const float decay = chunk_decay(logs, signs, i, j);
       am[i * kLd + j] = j < i ? betas[i] * decay * kk[r][c] : 0.f;
       pv[c] = decay * qk[r][c];
     }
@@ -208,6 +282,150 @@ __global__ void __launch_bounds__(kThreads) gated_delta_prepare_kernel(PrepareAr
   }
 }
 
+// ---- The prepare kernel on tensor cores (NUVEC_GATED_DELTA_TENSOR_CORES=1) ---------------
+// K Kᵀ and Q Kᵀ as m16n8k8 tf32 tiles, their lower triangles only (16-bit keys and queries
+// are exact in tf32: one mma a step; float32 ones split: three), then (I + A) X = R by blocks
+// of 16 rows, X_i = (I + A_ii)^{-1} (R_i − Σ_{j<i} A_ij X_j): the sums as split tf32 tiles, the
+// 16 x 16 unit-triangular solves a lane per column. Each warp owns 16 columns of R, so the
+// solve needs no block barrier; R is a panel of 128 columns at a time (the keys' Dk, then
+// the values' Dv), in the buffer the queries used. Same outputs as the CUDA-core kernel.
+constexpr int kPanel = 128;          // columns of R a panel: 8 warps x 16
+constexpr int kPanelLd = kPanel + 8; // R's row stride: 8 mod 32 words for its k-indexed B reads
+constexpr int kAmLd = kChunk + 4;    // A's row stride
+
+/// Shared memory of the tensor-core prepare kernel: keys [C][Dk + 4], queries then R panels
+/// [C][136], A [C][68], float32.
+size_t prepare_tc_smem_bytes(int dk) {
+  return (size_t(kChunk) * (dk + 4) + size_t(kChunk) * kPanelLd + size_t(kChunk) * kAmLd) * sizeof(float);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) gated_delta_prepare_tc_kernel(PrepareArgs<T> a) {
+  extern __shared__ __align__(16) float prep_smem[];
+  __shared__ float logs[kChunk], signs[kChunk], betas[kChunk], wscale[kChunk];
+  constexpr bool kExact = sizeof(T) == 2;
+  const int n = blockIdx.x, bh = blockIdx.y, b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4, t0 = n * kChunk;
+  const int64_t row0 = int64_t(bh) * a.chunks * kChunk + t0; // this chunk's first row of W, U, decay
+  const int ldk = a.dk + 4;
+  float* kf = prep_smem;             // [C][Dk + 4]: k_c
+  float* panel = kf + kChunk * ldk;  // [C][Dk + 4]: q_c; then [C][136]: R's panels
+  float* am = panel + kChunk * kPanelLd; // [C][68]: A
+  for (int e = tid; e < kChunk * a.dk / 4; e += kThreads) {
+    const int c = e / (a.dk / 4), d = 4 * (e % (a.dk / 4)), t = t0 + c;
+    float kv[4] = {}, qv[4] = {};
+    if (t < a.t) {
+      const int64_t at = ((int64_t(b) * a.t + t) * a.hk + hk) * a.dk + d;
+      load4(a.k + at, kv);
+      load4(a.q + at, qv);
+    }
+    *reinterpret_cast<float4*>(kf + c * ldk + d) = make_float4(kv[0], kv[1], kv[2], kv[3]);
+    *reinterpret_cast<float4*>(panel + c * ldk + d) = make_float4(qv[0], qv[1], qv[2], qv[3]);
+  }
+  chunk_gates(a, b, h, t0, row0, logs, signs, betas, wscale);
+
+  // A = strict_lower(diag(β) K Kᵀ ⊙ Γ) and P = lower(Q Kᵀ ⊙ Γ): 20 tiles of 16 x 8 each on or
+  // below the diagonal (column tile nt <= 2 mt + 1), 40 tiles over 8 warps.
+  float* p = a.p + (int64_t(bh) * a.chunks + n) * kChunk * kChunk;
+  for (int x = warp; x < 40; x += kThreads / 32) {
+    const bool queries = x >= 20;
+    const int r = x % 20, mt = r < 2 ? 0 : r < 6 ? 1 : r < 12 ? 2 : 3, nt = r - (mt == 0 ? 0 : mt == 1 ? 2 : mt == 2 ? 6 : 12);
+    const int i_lo = 16 * mt + g, i_hi = i_lo + 8;
+    float acc[4] = {};
+    tile_abt(queries ? panel + 16 * mt * ldk : kf + 16 * mt * ldk, ldk, kf + 8 * nt * ldk, ldk, a.dk, kExact, kExact, acc);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e < 2 ? i_lo : i_hi, j = 8 * nt + 2 * tq + e % 2;
+      const float v = acc[e], decay = chunk_decay(logs, signs, i, j);
+      if (queries) {
+        p[i * kChunk + j] = decay * v;
+      } else {
+        am[i * kAmLd + j] = j < i ? betas[i] * decay * v : 0.f;
+      }
+    }
+  }
+  for (int x = tid; x < kChunk * kChunk; x += kThreads) {
+    const int i = x / kChunk, j = x % kChunk;
+    if (j / 8 > 2 * (i / 16) + 1) p[x] = 0.f; // the tiles above the diagonal, not computed
+  }
+  __syncthreads(); // A complete, wscale visible; the queries' buffer is free for R
+
+  // R's panels: [β e^G K] (Dk columns), then [β V] in panels of 128 columns. Warp w owns
+  // columns 16 w .. 16 w + 15 of each panel: it fills them, solves them, writes them out.
+  const int panels = 1 + (a.dv + kPanel - 1) / kPanel;
+  for (int pn = 0; pn < panels; ++pn) {
+    const bool keys = pn == 0;
+    const int col0 = keys ? 0 : (pn - 1) * kPanel, ncols = keys ? a.dk : min(kPanel, a.dv - col0);
+    const int wc = 16 * warp;
+    if (wc >= ncols) continue; // warp-uniform
+    for (int e = lane; e < kChunk * 16; e += 32) {
+      const int c = e / 16, col = wc + e % 16;
+      if (col >= ncols) continue;
+      float r = 0.f;
+      if (keys) {
+        r = wscale[c] * kf[c * ldk + col];
+      } else if (t0 + c < a.t) {
+        r = betas[c] * cu::to_acc(a.v[((int64_t(b) * a.t + t0 + c) * a.hv + h) * a.dv + col0 + col]);
+      }
+      panel[c * kPanelLd + col] = r;
+    }
+    __syncwarp();
+#pragma unroll 1
+    for (int blk = 0; blk < kChunk / 16; ++blk) {
+      // R_blk −= Σ_{j<blk} A_blk,j X_j on this warp's two column tiles.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int n0 = wc + 8 * half;
+        if (blk == 0 || n0 >= ncols) continue;
+        const int r_lo = 16 * blk + g, r_hi = r_lo + 8;
+        float acc[4] = {panel[r_lo * kPanelLd + n0 + 2 * tq], panel[r_lo * kPanelLd + n0 + 2 * tq + 1],
+                        panel[r_hi * kPanelLd + n0 + 2 * tq], panel[r_hi * kPanelLd + n0 + 2 * tq + 1]};
+        for (int ks = 0; ks < 2 * blk; ++ks) {
+          const int k0 = 8 * ks;
+          float av[4] = {-am[r_lo * kAmLd + k0 + tq], -am[r_hi * kAmLd + k0 + tq], -am[r_lo * kAmLd + k0 + tq + 4],
+                         -am[r_hi * kAmLd + k0 + tq + 4]};
+          float bv[2] = {panel[(k0 + tq) * kPanelLd + n0 + g], panel[(k0 + tq + 4) * kPanelLd + n0 + g]};
+          Tf32Frag<4> fa;
+          Tf32Frag<2> fb;
+          fa.set(av, false);
+          fb.set(bv, false);
+          mma_3xtf32(acc, fa, fb, false, false);
+        }
+        panel[r_lo * kPanelLd + n0 + 2 * tq] = acc[0];
+        panel[r_lo * kPanelLd + n0 + 2 * tq + 1] = acc[1];
+        panel[r_hi * kPanelLd + n0 + 2 * tq] = acc[2];
+        panel[r_hi * kPanelLd + n0 + 2 * tq + 1] = acc[3];
+      }
+      __syncwarp();
+      // X_blk = (I + A_blk,blk)^{-1} R_blk: lane l < 16 solves column wc + l in registers.
+      const int col = wc + lane;
+      if (lane < 16 && col < ncols) {
+        float x[16];
+#pragma unroll
+        for (int r = 0; r < 16; ++r) x[r] = panel[(16 * blk + r) * kPanelLd + col];
+#pragma unroll
+        for (int r = 1; r < 16; ++r) {
+          const float* arow = am + (16 * blk + r) * kAmLd + 16 * blk;
+          float v = x[r];
+#pragma unroll
+          for (int j = 0; j < r; ++j) v = fmaf(-arow[j], x[j], v);
+          x[r] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < 16; ++r) panel[(16 * blk + r) * kPanelLd + col] = x[r];
+      }
+      __syncwarp();
+    }
+    float* out = keys ? a.w + row0 * a.dk : a.u + row0 * a.dv + col0;
+    const int ld = keys ? a.dk : a.dv;
+    for (int e = lane; e < kChunk * 16; e += 32) {
+      const int c = e / 16, col = wc + e % 16;
+      if (col < ncols) out[int64_t(c) * ld + col] = panel[c * kPanelLd + col];
+    }
+    __syncwarp(); // this warp's columns are read before the next panel refills them
+  }
+}
+
 template <typename T, typename S>
 struct StateArgs {
   const T *q, *k;
@@ -226,22 +444,96 @@ struct StateArgs {
 template <typename T>
 constexpr int kStages = sizeof(T) == 2 ? 2 : 1;
 
-/// Byte offsets of one chunk's operands in a state-pass block's shared memory: W [C][Dk]
-/// float32, Q and K [C][Dk] of T, P [C][C], U's 16 rows [C][16], and (G, sign) [C].
+/// Byte offsets and row strides (elements) of one chunk's operands in a state-pass block's
+/// shared memory: W [C][ldw] float32, Q [C][ldq] and K [C][ldk] of T, P [C][ldp] float32,
+/// U's 16 rows [C][16], and (G, sign) [C]. The CUDA-core pass packs the rows (stage_layout);
+/// the tensor-core pass pads them against bank conflicts (tc_layout).
 struct StageLayout {
   int w, q, k, p, u, decay, bytes;
+  int ldw, ldq, ldk, ldp;
 };
 
-StageLayout stage_layout(int dk, int item) {
+StageLayout stage_layout(int item, int ldw, int ldq, int ldk, int ldp) {
   StageLayout l{};
+  l.ldw = ldw;
+  l.ldq = ldq;
+  l.ldk = ldk;
+  l.ldp = ldp;
   l.w = 0;
-  l.q = l.w + kChunk * dk * 4;
-  l.k = l.q + kChunk * dk * item;
-  l.p = l.k + kChunk * dk * item;
-  l.u = l.p + kChunk * kChunk * 4;
+  l.q = l.w + kChunk * ldw * 4;
+  l.k = l.q + kChunk * ldq * item;
+  l.p = l.k + kChunk * ldk * item;
+  l.u = l.p + kChunk * ldp * 4;
   l.decay = l.u + kChunk * kRows * 4;
   l.bytes = l.decay + kChunk * 8;
   return l;
+}
+
+StageLayout stage_layout(int dk, int item) {
+  return stage_layout(item, dk, dk, dk, kChunk);
+}
+
+/// The state row a state-pass block reads and writes: b, or the pool row slots[b] (-1, and
+/// the error recorded, when it is outside the pool or named twice). Every thread calls it.
+template <typename T, typename S>
+__device__ __forceinline__ int64_t state_row(const StateArgs<T, S>& a, int b) {
+  if (a.slots == nullptr) return b;
+  return slot_row(a.slots, gridDim.y / a.hv, b, a.pool, a.err, threadIdx.x == 0 && blockIdx.x == 0);
+}
+
+/// Starts the asynchronous copies of chunk n's operands for state rows j0.. j0 + 15 of (b, h)
+/// into `base` (laid out by L) and commits them as one group.
+template <typename T, typename S>
+__device__ void load_chunk_operands(const StateArgs<T, S>& a, const StageLayout& L, unsigned char* base, int n, int b,
+                                    int bh, int hk, int j0) {
+  const int tid = threadIdx.x;
+  const int64_t row0 = int64_t(bh) * a.chunks * kChunk + n * kChunk;
+  const int w_per_row = a.dk / 4;
+  for (int x = tid; x < kChunk * w_per_row; x += kStateThreads) {
+    const int c = x / w_per_row, piece = x % w_per_row;
+    cu::cp_async_16(base + L.w + (c * L.ldw + piece * 4) * 4, a.w + (row0 + c) * a.dk + piece * 4, true);
+  }
+  constexpr int kPer16 = 16 / int(sizeof(T));
+  const int per_row = a.dk / kPer16, units = kChunk * per_row;
+  for (int x = tid; x < 2 * units; x += kStateThreads) {
+    const int which = x / units, r = x % units, c = r / per_row, piece = r % per_row, t = n * kChunk + c;
+    const bool valid = t < a.t;
+    const int64_t at = ((int64_t(b) * a.t + (valid ? t : 0)) * a.hk + hk) * a.dk + piece * kPer16;
+    const int dst = which == 0 ? L.q + (c * L.ldq + piece * kPer16) * int(sizeof(T))
+                               : L.k + (c * L.ldk + piece * kPer16) * int(sizeof(T));
+    cu::cp_async_16(base + dst, (which == 0 ? a.q : a.k) + at, valid);
+  }
+  const float* p = a.p + (int64_t(bh) * a.chunks + n) * kChunk * kChunk;
+  for (int x = tid; x < kChunk * kChunk / 4; x += kStateThreads) {
+    const int c = x / (kChunk / 4), piece = x % (kChunk / 4);
+    cu::cp_async_16(base + L.p + (c * L.ldp + piece * 4) * 4, p + c * kChunk + piece * 4, true);
+  }
+  for (int x = tid; x < kChunk * kRows / 4; x += kStateThreads) {
+    const int c = x / (kRows / 4), piece = x % (kRows / 4);
+    cu::cp_async_16(base + L.u + x * 16, a.u + (row0 + c) * a.dv + j0 + piece * 4, true);
+  }
+  for (int x = tid; x < kChunk / 2; x += kStateThreads) {
+    cu::cp_async_16(base + L.decay + x * 16, a.decay + row0 + x * 2, true);
+  }
+  cu::cp_async_commit();
+}
+
+/// Waits for chunk n's operands in stage n % kSt, first starting chunk n + 1's copies when
+/// there are two stages (into the buffer chunk n − 1 used: the caller's barrier at the end
+/// of each chunk means every thread is done with it). The caller's barrier follows.
+template <int kSt, class Load>
+__device__ __forceinline__ void stage_chunk(int n, int chunks, Load&& load_chunk) {
+  if constexpr (kSt == 2) {
+    if (n + 1 < chunks) {
+      load_chunk(n + 1);
+      cu::cp_async_wait<1>();
+    } else {
+      cu::cp_async_wait<0>();
+    }
+  } else {
+    load_chunk(n);
+    cu::cp_async_wait<0>();
+  }
 }
 
 /// Shared memory of a state-pass block: the state's 16 rows ([16][Dk + 4] float32), V' and
@@ -261,43 +553,14 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
   constexpr int kSt = kStages<T>;
   const int tid = threadIdx.x, j0 = blockIdx.x * kRows, bh = blockIdx.y;
   const int b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
-  int64_t from = b;
-  if (a.slots != nullptr) {
-    from = slot_row(a.slots, gridDim.y / a.hv, b, a.pool, a.err, tid == 0 && blockIdx.x == 0);
-    if (from < 0) return; // the whole block: every thread has this b
-  }
+  const int64_t from = state_row(a, b);
+  if (from < 0) return; // the whole block: every thread has this b
   const int lds = a.dk + 4;
   float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
   float* vp = ssh + kRows * lds;                     // [C][16]: V'
   float* vt = vp + kChunk * kRows;                   // [C][16]: V' e^{G_C − G}
   unsigned char* stages = reinterpret_cast<unsigned char*>(vt + kChunk * kRows);
-  const int64_t rows0 = int64_t(bh) * a.chunks * kChunk;
-
-  auto load_chunk = [&](int n) {
-    unsigned char* base = stages + (n % kSt) * L.bytes;
-    const int64_t row0 = rows0 + n * kChunk;
-    for (int x = tid; x < kChunk * a.dk / 4; x += kStateThreads) {
-      cu::cp_async_16(base + L.w + x * 16, a.w + row0 * a.dk + x * 4, true);
-    }
-    constexpr int kPer16 = 16 / int(sizeof(T));
-    const int per_row = a.dk / kPer16, units = kChunk * per_row;
-    for (int x = tid; x < 2 * units; x += kStateThreads) {
-      const int which = x / units, r = x % units, c = r / per_row, piece = r % per_row, t = n * kChunk + c;
-      const bool valid = t < a.t;
-      const int64_t at = ((int64_t(b) * a.t + (valid ? t : 0)) * a.hk + hk) * a.dk + piece * kPer16;
-      cu::cp_async_16(base + (which == 0 ? L.q : L.k) + r * 16, (which == 0 ? a.q : a.k) + at, valid);
-    }
-    const float* p = a.p + (int64_t(bh) * a.chunks + n) * kChunk * kChunk;
-    for (int x = tid; x < kChunk * kChunk / 4; x += kStateThreads) cu::cp_async_16(base + L.p + x * 16, p + x * 4, true);
-    for (int x = tid; x < kChunk * kRows / 4; x += kStateThreads) {
-      const int c = x / (kRows / 4), piece = x % (kRows / 4);
-      cu::cp_async_16(base + L.u + x * 16, a.u + (row0 + c) * a.dv + j0 + piece * 4, true);
-    }
-    for (int x = tid; x < kChunk / 2; x += kStateThreads) {
-      cu::cp_async_16(base + L.decay + x * 16, a.decay + row0 + x * 2, true);
-    }
-    cu::cp_async_commit();
-  };
+  auto load_chunk = [&](int n) { load_chunk_operands(a, L, stages + (n % kSt) * L.bytes, n, b, bh, hk, j0); };
 
   // This thread's state elements in the update: row sj, columns sd..sd + 3 (Dk <= 128).
   const int sj = tid / 32, sd = 4 * (tid % 32);
@@ -316,17 +579,7 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
   const int j = tid % 16, cg = tid / 16;
   if constexpr (kSt == 2) load_chunk(0);
   for (int n = 0; n < a.chunks; ++n) {
-    if constexpr (kSt == 2) {
-      if (n + 1 < a.chunks) {
-        load_chunk(n + 1); // into the buffer chunk n − 1 used: every thread is done with it
-        cu::cp_async_wait<1>();
-      } else {
-        cu::cp_async_wait<0>();
-      }
-    } else {
-      load_chunk(n);
-      cu::cp_async_wait<0>();
-    }
+    stage_chunk<kSt>(n, a.chunks, load_chunk);
     __syncthreads(); // every thread's copies of chunk n and the state rows are visible
     const unsigned char* base = stages + (n % kSt) * L.bytes;
     const float* W = reinterpret_cast<const float*>(base + L.w);
@@ -423,27 +676,12 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
 constexpr int kTcLd = kRows + 8;   // V', V' e^{G_C − G} and e^G Q Sᵀ: [C][24] float32
 constexpr int kTcPLd = kChunk + 4; // P: [C][68] float32
 
-/// Byte offsets and row strides (elements) of one chunk's operands in the tensor-core state
-/// pass's shared memory.
-struct TcLayout {
-  int w, q, k, p, u, decay, bytes;
-  int ldw, ldq, ldk;
-};
-
+/// The tensor-core pass's stage layout: rows padded to 4 mod 32 words for row-indexed A
+/// operands (W, Q, P) and 8 mod 32 for k-indexed B operands (K).
 template <typename T>
-TcLayout tc_layout(int dk) {
-  TcLayout l{};
-  l.ldw = dk + 4;
-  l.ldq = sizeof(T) == 2 ? dk + 8 : dk + 4; // 16-bit rows: 4 mod 32 words is 8 mod 64 elements
-  l.ldk = dk + 8;
-  l.w = 0;
-  l.q = l.w + kChunk * l.ldw * 4;
-  l.k = l.q + kChunk * l.ldq * int(sizeof(T));
-  l.p = l.k + kChunk * l.ldk * int(sizeof(T));
-  l.u = l.p + kChunk * kTcPLd * 4;
-  l.decay = l.u + kChunk * kRows * 4;
-  l.bytes = l.decay + kChunk * 8;
-  return l;
+StageLayout tc_layout(int dk) {
+  // 16-bit rows: 4 mod 32 words is 8 mod 64 elements.
+  return stage_layout(int(sizeof(T)), dk + 4, sizeof(T) == 2 ? dk + 8 : dk + 4, dk + 8, kTcPLd);
 }
 
 /// Shared memory of a tensor-core state-pass block: S's 16 rows ([16][Dk + 4]), V', V' scaled
@@ -454,86 +692,23 @@ size_t tc_state_smem_bytes(int dk) {
       size_t(kStages<T>) * tc_layout<T>(dk).bytes;
 }
 
-/// The fragment registers of 4 float32 values of an A operand (or 2 of a B operand), split
-/// into tf32 high and low parts; `exact` values (16-bit inputs) keep lo at zero and skip it.
-template <int N>
-struct Tf32Frag {
-  uint32_t hi[N], lo[N];
-  __device__ __forceinline__ void set(const float (&x)[N], bool exact) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      if (exact) {
-        hi[i] = __float_as_uint(x[i]);
-        lo[i] = 0u;
-      } else {
-        cu::split_tf32(x[i], hi[i], lo[i]);
-      }
-    }
-  }
-};
-
-/// d += A B at float32 accuracy from split fragments: hi·hi + hi·lo + lo·hi, the lo·hi term
-/// skipped when A is exact (and hi·lo when B is).
-__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Frag<4>& a, const Tf32Frag<2>& b, bool a_exact,
-                                           bool b_exact) {
-  if (!b_exact) cu::mma_m16n8k8_tf32(d, a.hi, b.lo);
-  if (!a_exact) cu::mma_m16n8k8_tf32(d, a.lo, b.hi);
-  cu::mma_m16n8k8_tf32(d, a.hi, b.hi);
-}
-
 template <typename T, typename S>
-__global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(StateArgs<T, S> a, TcLayout L) {
+__global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(StateArgs<T, S> a, StageLayout L) {
   extern __shared__ __align__(16) unsigned char state_smem[];
   constexpr int kSt = kStages<T>;
   constexpr bool kExactInputs = sizeof(T) == 2; // f16 and bf16 values are tf32 values
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
   const int j0 = blockIdx.x * kRows, bh = blockIdx.y;
   const int b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
-  int64_t from = b;
-  if (a.slots != nullptr) {
-    from = slot_row(a.slots, gridDim.y / a.hv, b, a.pool, a.err, tid == 0 && blockIdx.x == 0);
-    if (from < 0) return; // the whole block: every thread has this b
-  }
+  const int64_t from = state_row(a, b);
+  if (from < 0) return; // the whole block: every thread has this b
   const int lds = a.dk + 4;
   float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
   float* vp = ssh + kRows * lds;                     // [C][24]: V'
   float* vt = vp + kChunk * kTcLd;                   // [C][24]: V' e^{G_C − G}
   float* ys = vt + kChunk * kTcLd;                   // [C][24]: e^G Q Sᵀ
   unsigned char* stages = reinterpret_cast<unsigned char*>(ys + kChunk * kTcLd);
-  const int64_t rows0 = int64_t(bh) * a.chunks * kChunk;
-
-  auto load_chunk = [&](int n) {
-    unsigned char* base = stages + (n % kSt) * L.bytes;
-    const int64_t row0 = rows0 + n * kChunk;
-    const int w_per_row = a.dk / 4;
-    for (int x = tid; x < kChunk * w_per_row; x += kStateThreads) {
-      const int c = x / w_per_row, piece = x % w_per_row;
-      cu::cp_async_16(base + L.w + (c * L.ldw + piece * 4) * 4, a.w + (row0 + c) * a.dk + piece * 4, true);
-    }
-    constexpr int kPer16 = 16 / int(sizeof(T));
-    const int per_row = a.dk / kPer16, units = kChunk * per_row;
-    for (int x = tid; x < 2 * units; x += kStateThreads) {
-      const int which = x / units, r = x % units, c = r / per_row, piece = r % per_row, t = n * kChunk + c;
-      const bool valid = t < a.t;
-      const int64_t at = ((int64_t(b) * a.t + (valid ? t : 0)) * a.hk + hk) * a.dk + piece * kPer16;
-      const int dst = which == 0 ? L.q + (c * L.ldq + piece * kPer16) * int(sizeof(T))
-                                 : L.k + (c * L.ldk + piece * kPer16) * int(sizeof(T));
-      cu::cp_async_16(base + dst, (which == 0 ? a.q : a.k) + at, valid);
-    }
-    const float* p = a.p + (int64_t(bh) * a.chunks + n) * kChunk * kChunk;
-    for (int x = tid; x < kChunk * kChunk / 4; x += kStateThreads) {
-      const int c = x / (kChunk / 4), piece = x % (kChunk / 4);
-      cu::cp_async_16(base + L.p + (c * kTcPLd + piece * 4) * 4, p + c * kChunk + piece * 4, true);
-    }
-    for (int x = tid; x < kChunk * kRows / 4; x += kStateThreads) {
-      const int c = x / (kRows / 4), piece = x % (kRows / 4);
-      cu::cp_async_16(base + L.u + x * 16, a.u + (row0 + c) * a.dv + j0 + piece * 4, true);
-    }
-    for (int x = tid; x < kChunk / 2; x += kStateThreads) {
-      cu::cp_async_16(base + L.decay + x * 16, a.decay + row0 + x * 2, true);
-    }
-    cu::cp_async_commit();
-  };
+  auto load_chunk = [&](int n) { load_chunk_operands(a, L, stages + (n % kSt) * L.bytes, n, b, bh, hk, j0); };
 
   // Warps 8-15 hold S: warp 8 + u owns the column tiles u and u + 8 (8 columns of Dk each)
   // of all 16 rows, as C fragments: s[i][0..1] = S[g][d..d+1], s[i][2..3] = S[g+8][d..d+1],
@@ -560,17 +735,7 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(Sta
   const int c_lo = 16 * m1 + g, c_hi = c_lo + 8;
   if constexpr (kSt == 2) load_chunk(0);
   for (int n = 0; n < a.chunks; ++n) {
-    if constexpr (kSt == 2) {
-      if (n + 1 < a.chunks) {
-        load_chunk(n + 1); // into the buffer chunk n − 1 used: every thread is done with it
-        cu::cp_async_wait<1>();
-      } else {
-        cu::cp_async_wait<0>();
-      }
-    } else {
-      load_chunk(n);
-      cu::cp_async_wait<0>();
-    }
+    stage_chunk<kSt>(n, a.chunks, load_chunk);
     __syncthreads(); // chunk n's operands and S's rows are visible
     const unsigned char* base = stages + (n % kSt) * L.bytes;
     const float* W = reinterpret_cast<const float*>(base + L.w);
@@ -581,44 +746,19 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(Sta
     const float2* D = reinterpret_cast<const float2*>(base + L.decay);
     const float2 last = D[kChunk - 1]; // steps past T add nothing to G: this is the last step's
 
-    // Phase 1: W Sᵀ (warps 0-7) or Q Sᵀ (warps 8-15), two accumulators (even and odd k
-    // steps) to halve the chain of dependent mma.
+    // Phase 1: W Sᵀ (warps 0-7) or Q Sᵀ (warps 8-15).
     {
-      float acc0[4] = {}, acc1[4] = {};
-      const bool a_exact = q_side && kExactInputs;
-      auto step = [&](int ks, float (&acc)[4]) {
-        const int d0 = 8 * ks;
-        float bv[2] = {ssh[(8 * n1 + g) * lds + d0 + tq], ssh[(8 * n1 + g) * lds + d0 + tq + 4]};
-        float av[4];
-        if (q_side) {
-          av[0] = cu::to_acc(Q[c_lo * L.ldq + d0 + tq]);
-          av[1] = cu::to_acc(Q[c_hi * L.ldq + d0 + tq]);
-          av[2] = cu::to_acc(Q[c_lo * L.ldq + d0 + tq + 4]);
-          av[3] = cu::to_acc(Q[c_hi * L.ldq + d0 + tq + 4]);
-        } else {
-          av[0] = W[c_lo * L.ldw + d0 + tq];
-          av[1] = W[c_hi * L.ldw + d0 + tq];
-          av[2] = W[c_lo * L.ldw + d0 + tq + 4];
-          av[3] = W[c_hi * L.ldw + d0 + tq + 4];
-        }
-        Tf32Frag<4> fa;
-        Tf32Frag<2> fb;
-        fa.set(av, a_exact);
-        fb.set(bv, false);
-        mma_3xtf32(acc, fa, fb, a_exact, false);
-      };
-      // Registers, not an array indexed by the step's parity (which would live in local memory).
-      const int steps = a.dk / 8;
-      int ks = 0;
-      for (; ks + 1 < steps; ks += 2) {
-        step(ks, acc0);
-        step(ks + 1, acc1);
+      float acc[4] = {};
+      const float* srows = ssh + 8 * n1 * lds;
+      if (q_side) {
+        tile_abt(Q + 16 * m1 * L.ldq, L.ldq, srows, lds, a.dk, kExactInputs, false, acc);
+      } else {
+        tile_abt(W + 16 * m1 * L.ldw, L.ldw, srows, lds, a.dk, false, false, acc);
       }
-      if (ks < steps) step(ks, acc0);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = e < 2 ? c_lo : c_hi, j = 8 * n1 + 2 * tq + e % 2;
-        const float v = acc0[e] + acc1[e];
+        const float v = acc[e];
         const float2 dc = D[c];
         if (q_side) {
           ys[c * kTcLd + j] = v * dc.y * expf(dc.x);
@@ -639,8 +779,8 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(Sta
       for (int e = 0; e < 4; ++e) acc0[e] = ys[(e < 2 ? c_lo : c_hi) * kTcLd + 8 * n1 + 2 * tq + e % 2];
       auto step = [&](int ks, float (&acc)[4]) {
         const int k0 = 8 * ks;
-        float av[4] = {P[c_lo * kTcPLd + k0 + tq], P[c_hi * kTcPLd + k0 + tq], P[c_lo * kTcPLd + k0 + tq + 4],
-                       P[c_hi * kTcPLd + k0 + tq + 4]};
+        float av[4] = {P[c_lo * L.ldp + k0 + tq], P[c_hi * L.ldp + k0 + tq], P[c_lo * L.ldp + k0 + tq + 4],
+                       P[c_hi * L.ldp + k0 + tq + 4]};
         float bv[2] = {vp[(k0 + tq) * kTcLd + 8 * n1 + g], vp[(k0 + tq + 4) * kTcLd + 8 * n1 + g]};
         Tf32Frag<4> fa;
         Tf32Frag<2> fb;
@@ -754,11 +894,21 @@ void gated_delta_chunked(
     pa.hv = hv;
     pa.dv = dv;
     pa.chunks = chunks;
-    static const bool prepare_opted = (opt_in_smem(gated_delta_prepare_kernel<T>, prepare_smem_bytes(128)), true);
-    (void)prepare_opted;
+    const bool tensor_cores = env_switch("NUVEC_GATED_DELTA_TENSOR_CORES", false);
     const dim3 prepare_grid(static_cast<unsigned>(chunks), static_cast<unsigned>(b * hv));
-    gated_delta_prepare_kernel<T><<<prepare_grid, kThreads, prepare_smem_bytes(dk), cu::stream()>>>(pa);
-    cu::check_launch("gated_delta_prepare_kernel");
+    if (tensor_cores) {
+      static const bool prepare_tc_opted =
+          (opt_in_smem(gated_delta_prepare_tc_kernel<T>, prepare_tc_smem_bytes(128)), true);
+      (void)prepare_tc_opted;
+      gated_delta_prepare_tc_kernel<T><<<prepare_grid, kThreads, prepare_tc_smem_bytes(dk), cu::stream()>>>(pa);
+      cu::check_launch("gated_delta_prepare_tc_kernel");
+    } else {
+      static const bool prepare_opted =
+          (opt_in_smem(gated_delta_prepare_kernel<T>, prepare_smem_bytes(128)), true);
+      (void)prepare_opted;
+      gated_delta_prepare_kernel<T><<<prepare_grid, kThreads, prepare_smem_bytes(dk), cu::stream()>>>(pa);
+      cu::check_launch("gated_delta_prepare_kernel");
+    }
 
     StateArgs<T, S> sa{};
     sa.q = pa.q;
@@ -781,7 +931,7 @@ void gated_delta_chunked(
     sa.chunks = chunks;
     sa.pool = state.shape(0);
     const dim3 state_grid(static_cast<unsigned>(dv / kRows), static_cast<unsigned>(b * hv));
-    if (env_switch("NUVEC_GATED_DELTA_TENSOR_CORES", false)) {
+    if (tensor_cores) {
       static const bool tc_opted =
           (opt_in_smem(gated_delta_state_tc_kernel<T, S>, tc_state_smem_bytes<T>(128)), true);
       (void)tc_opted;
