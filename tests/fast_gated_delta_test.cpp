@@ -408,6 +408,19 @@ TEST(FastGatedDelta, ChunkedOnTensorCores) {
   }
   expect_chunked_matches_recurrent({3, 64, 1, 2, 40, 16}, float32, float32);
   expect_chunked_matches_recurrent({1, 70, 1, 1, 64, 160}, bfloat16, float32); // two panels of values
+  {
+    // The switch took effect (it is read at launch, so each result is evaluated in its
+    // scope): the tensor cores sum in another order, so on a long sequence some element of y
+    // differs from the CUDA-core kernels' in its last bits.
+    const Case c{2, 1000, 2, 2, 128, 64};
+    const Inputs in = make_inputs(c, float32, float32);
+    array y_tc = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu).first;
+    eval(y_tc);
+    ScopedEnv off("NUVEC_GATED_DELTA_TENSOR_CORES", "0");
+    array y_cc = fast::gated_delta(in.q, in.k, in.v, in.g, in.beta, in.state, Device::gpu).first;
+    eval(y_cc);
+    EXPECT_FALSE(array_equal(y_tc, y_cc).item<bool>()) << "the tensor-core kernels did not run";
+  }
   expect_chunked_matches_recurrent({1, 150, 1, 2, 128, 32}, bfloat16, bfloat16);
   {
     // Sequences 0..2 at pool rows 4, 0, 2; rows 1, 3, 5 untouched.

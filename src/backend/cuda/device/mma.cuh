@@ -135,14 +135,21 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/// x split for float32-accurate products on tf32 tensor cores ("3xTF32"): hi keeps x's top
-/// 11 significant bits (the tf32 the hardware reads, exact), lo = x − hi (exact in float32,
-/// below 2^-10 |x|). a·b ≈ hi_a·hi_b + hi_a·lo_b + lo_a·hi_b misses lo_a·lo_b and lo's own
-/// truncation: about 2^-21 relative, float32's accuracy for sums of a few hundred terms.
+/// x as tf32 rounded to nearest (ties away from zero), the bits the tensor core reads.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+/// x split for float32-accurate products on tf32 tensor cores ("3xTF32"): hi = x rounded to
+/// tf32 (11 significant bits), lo = x − hi (exact in float32, at most 2^-11 |x|) rounded to
+/// tf32 in turn. a·b ≈ hi_a·hi_b + hi_a·lo_b + lo_a·hi_b misses lo_a·lo_b and lo's rounding:
+/// about 2^-22 relative, unbiased, float32's accuracy for sums of a few hundred terms.
 /// Source: NVIDIA CUTLASS's OpMultiplyAddFastF32 ("big + small" tf32 emulation).
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = __float_as_uint(x) & 0xffffe000u;
-  lo = __float_as_uint(x - __uint_as_float(hi));
+  hi = to_tf32(x);
+  lo = to_tf32(x - __uint_as_float(hi));
 }
 
 /// Two float32 values rounded to nearest even into a packed pair of T (`lo` in the low

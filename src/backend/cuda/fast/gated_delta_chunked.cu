@@ -676,12 +676,15 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
 constexpr int kTcLd = kRows + 8;   // V', V' e^{G_C − G} and e^G Q Sᵀ: [C][24] float32
 constexpr int kTcPLd = kChunk + 4; // P: [C][68] float32
 
-/// The tensor-core pass's stage layout: rows padded to 4 mod 32 words for row-indexed A
-/// operands (W, Q, P) and 8 mod 32 for k-indexed B operands (K).
+/// The tensor-core pass's stage layout, rows padded so that fragment loads are free of bank
+/// conflicts: float32 rows read as A operands (W, Q, P) at 4 mod 8 words; K's rows (read as a
+/// k-indexed B operand) at 8 or 24 mod 32 words, and 16-bit rows at 8 mod 16 elements (4 mod
+/// 8 words), which Dk + 8 gives when Dk is a multiple of 16 and Dk + 16 otherwise (at most
+/// the Dk 128 size the launch opts in to).
 template <typename T>
 StageLayout tc_layout(int dk) {
-  // 16-bit rows: 4 mod 32 words is 8 mod 64 elements.
-  return stage_layout(int(sizeof(T)), dk + 4, sizeof(T) == 2 ? dk + 8 : dk + 4, dk + 8, kTcPLd);
+  const int pad = dk % 16 == 0 ? 8 : 16;
+  return stage_layout(int(sizeof(T)), dk + 4, sizeof(T) == 2 ? dk + pad : dk + 4, dk + pad, kTcPLd);
 }
 
 /// Shared memory of a tensor-core state-pass block: S's 16 rows ([16][Dk + 4]), V', V' scaled
