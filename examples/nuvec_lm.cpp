@@ -122,8 +122,9 @@ const char* kUsage =
     "  --progress / --no-progress   force the progress bar on or off\n"
     "  --device cpu|gpu        where to run (default: gpu when there is one)\n";
 
+// One line, not the 80 of the usage (which `nuvec-lm --help` prints).
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "nuvec-lm: " << msg << "\n\n" << kUsage;
+  std::cerr << "nuvec-lm: " << msg << " (nuvec-lm --help lists the commands and flags)\n";
   std::exit(1);
 }
 
@@ -250,8 +251,10 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-// generate --batch FILE: every non-empty line of FILE is a prompt; all of them run through one
-// serving engine (continuous batching) and each result is printed as a JSON line, in order.
+// generate --batch FILE: every non-empty line of FILE is a prompt (blank lines are skipped:
+// "index" counts prompts, "line" is the line number); all of them run through one serving
+// engine (continuous batching) and each result is printed as a JSON line, in order. Exits 1
+// when some prompt failed (its line says why) or the file holds none.
 int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
   std::ifstream in(f.get("batch"));
   if (!in) {
@@ -259,8 +262,18 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
     return 2;
   }
   std::vector<std::string> prompts;
+  std::vector<int> line_numbers;
+  int number = 0;
   for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) prompts.push_back(line);
+    ++number;
+    if (!line.empty()) {
+      prompts.push_back(line);
+      line_numbers.push_back(number);
+    }
+  }
+  if (prompts.empty()) {
+    std::cerr << "nuvec-lm: --batch " << f.get("batch") << " holds no prompt\n";
+    return 1;
   }
   auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
   struct Output {
@@ -298,9 +311,12 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
     }
   }
   engine.run_until_idle();
+  int failed = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const Output& out = outputs[i];
+    failed += out.result.finish_reason.rfind("error", 0) == 0;
     nlohmann::json line = {{"index", i},
+                           {"line", line_numbers[i]},
                            {"prompt", prompts[i]},
                            {"text", out.text},
                            {"finish_reason", out.decoder->stopped() ? std::string("stop") : out.result.finish_reason},
@@ -309,8 +325,10 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
     std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   const lm::EngineStats st = engine.stats();
-  std::cerr << prompts.size() << " prompts, " << st.steps << " engine steps, " << st.preemptions << " preemptions\n";
-  return 0;
+  std::cerr << prompts.size() << " prompts, " << st.steps << " engine steps, " << st.preemptions << " preemptions";
+  if (failed > 0) std::cerr << ", " << failed << " failed";
+  std::cerr << "\n";
+  return failed > 0 ? 1 : 0;
 }
 
 int cmd_generate(int argc, char** argv) {
@@ -423,15 +441,17 @@ int cmd_serve(int argc, char** argv) {
   eo.prefix_state_rows = int(f.number("prefix-state-rows", eo.prefix_state_rows, -1, 1 << 30));
   eo.gpu_memory_fraction = float(f.number("gpu-memory-fraction", eo.gpu_memory_fraction, 1e-6, 1.0));
   eo.compiled_steps = !f.has("no-cuda-graphs");
+  // The model first: a directory without one fails with that alone.
+  auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
   try {
     so.chat_template = chat_template_flag(f);
   } catch (const std::runtime_error& e) {
     if (f.has("chat-template")) {
       throw;
     }
-    std::cerr << "nuvec-lm serve: no chat template (" << e.what() << "); /v1/chat/completions will refuse requests\n";
+    std::cerr << "nuvec-lm serve: no chat template (" << e.what()
+              << "); /v1/chat/completions will refuse requests (--chat-template FILE gives one)\n";
   }
-  auto [model, tokenizer] = lm::load(f.get("model"), dtype_flag(f));
   lm::Engine engine(model, eo);
   engine.start();
   lm::Server server(engine, tokenizer, so);

@@ -200,10 +200,29 @@ TEST_F(ServeTest, HealthAndModels) {
   ASSERT_EQ(models["data"].size(), 1u);
   EXPECT_EQ(models["data"][0]["id"], "tiny-qwen3");
   EXPECT_EQ(models["data"][0]["object"], "model");
+  // models.retrieve: the model object, or model_not_found.
+  auto one = client()->Get("/v1/models/tiny-qwen3");
+  ASSERT_TRUE(one);
+  ASSERT_EQ(one->status, 200) << one->body;
+  EXPECT_EQ(json::parse(one->body), models["data"][0]);
+  auto other = client()->Get("/v1/models/org/gpt-4");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(json::parse(other->body)["error"]["code"], "model_not_found");
   auto none = client()->Get("/v1/nothing");
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 404);
   EXPECT_TRUE(json::parse(none->body)["error"].contains("message"));
+  // A served path with another method: 405, naming the method it takes.
+  auto get_completions = client()->Get("/v1/completions");
+  ASSERT_TRUE(get_completions);
+  EXPECT_EQ(get_completions->status, 405);
+  EXPECT_EQ(get_completions->get_header_value("Allow"), "POST");
+  EXPECT_TRUE(json::parse(get_completions->body)["error"].contains("message"));
+  auto delete_models = client()->Delete("/v1/models");
+  ASSERT_TRUE(delete_models);
+  EXPECT_EQ(delete_models->status, 405);
+  EXPECT_EQ(delete_models->get_header_value("Allow"), "GET");
 }
 
 // Greedy completions, whole and streamed, equal lm::generate on the same prompt, with its
@@ -245,6 +264,13 @@ TEST_F(ServeTest, MaxTokensAndIgnoreEos) {
   json w = whole("/v1/completions", body);
   EXPECT_EQ(w["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(w["usage"]["completion_tokens"], 7);
+  // Up to the end of the context (256 tokens) is served; one more is refused (the
+  // malformed-request test).
+  const int prompt_tokens = w["usage"]["prompt_tokens"].get<int>();
+  body["max_tokens"] = 256 - prompt_tokens;
+  json full = whole("/v1/completions", body);
+  EXPECT_EQ(full["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(full["usage"]["completion_tokens"], 256 - prompt_tokens);
 }
 
 // Chat completions render the messages with the chat template (generation prompt added,
@@ -364,11 +390,13 @@ TEST_F(ServeTest, ConcurrentStreams) {
 // freed long before the request could have ended on its own.
 TEST_F(ServeTest, DisconnectCancels) {
   for (bool chat : {false, true}) {
-    json body = {{"max_tokens", 10000}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
+    // Up to the end of the context: chat's default, 240 tokens for completions.
+    json body = {{"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
     if (chat) {
       body["messages"] = {{{"role", "user"}, {"content", "hi"}}};
     } else {
       body["prompt"] = "the people";
+      body["max_tokens"] = 240;
     }
     const int64_t steps0 = engine_->stats().steps;
     httplib::Request req;
@@ -395,7 +423,7 @@ TEST_F(ServeTest, DisconnectCancels) {
     const int64_t steps0 = engine_->stats().steps;
     auto c = client();
     c->set_read_timeout(0, 30000); // gives up after 30 ms and closes
-    auto r = c->Post("/v1/completions", json({{"prompt", "the people"}, {"max_tokens", 10000}, {"ignore_eos", true}}).dump(),
+    auto r = c->Post("/v1/completions", json({{"prompt", "the people"}, {"max_tokens", 240}, {"ignore_eos", true}}).dump(),
                      "application/json");
     c.reset();
     expect_blocks_free();
@@ -413,6 +441,7 @@ TEST_F(ServeTest, MalformedRequestsGetErrors) {
     std::string path, body;
     int status;
     std::string param;
+    std::string code = ""; // checked when set
   };
   const std::string C = "/v1/completions", K = "/v1/chat/completions";
   std::vector<Case> cases = {
@@ -436,18 +465,23 @@ TEST_F(ServeTest, MalformedRequestsGetErrors) {
       {C, R"({"prompt": [-1]})", 400, "prompt"},
       {C, R"({"prompt": [18446744073709551615]})", 400, "prompt"},
       {C, R"({"prompt": "hi", "model": "gpt-4"})", 404, "model"},
-      {C, json({{"prompt", huge}}).dump(), 400, "prompt"},
-      {C, json({{"prompt", std::vector<int>(300, 5)}}).dump(), 400, "prompt"},
+      {C, json({{"prompt", huge}}).dump(), 400, "prompt", "context_length_exceeded"},
+      {C, json({{"prompt", std::vector<int>(300, 5)}}).dump(), 400, "prompt", "context_length_exceeded"},
       {K, R"({"prompt": "hi"})", 400, "messages"},
       {K, R"({"messages": "hi"})", 400, "messages"},
       {K, R"({"messages": []})", 400, "messages"},
       {K, R"({"messages": [{"content": "x"}]})", 400, "messages"},
       {K, R"({"messages": [5]})", 400, "messages"},
       {K, R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages"},
+      {K, R"({"messages": [{"role": "user"}]})", 400, "messages"},
+      {K, R"({"messages": [{"role": "user", "content": null}]})", 400, "messages"},
+      {K, R"({"messages": [{"role": "wizard", "content": "hi"}]})", 400, "messages"},
+      {K, R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 300})", 400,
+       "max_completion_tokens", "context_length_exceeded"},
       {K, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400, "messages"},
       {K, R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 3})", 400,
        "chat_template_kwargs"},
-      {K, json({{"messages", {{{"role", "user"}, {"content", huge}}}}}).dump(), 400, "messages"},
+      {K, json({{"messages", {{{"role", "user"}, {"content", huge}}}}}).dump(), 400, "messages", "context_length_exceeded"},
   };
   // Parameters of the wrong type or out of range, beside a good prompt.
   const std::vector<std::pair<std::string, std::vector<std::string>>> bad_values = {
@@ -455,10 +489,15 @@ TEST_F(ServeTest, MalformedRequestsGetErrors) {
       {"top_p", {"0", "1.5"}}, {"top_k", {"-2", "1.5"}}, {"min_p", {"2"}}, {"repetition_penalty", {"0"}},
       {"seed", {R"("x")"}}, {"stop", {"5", "[1]"}}, {"stream", {R"("yes")"}}, {"stream_options", {"1"}},
       {"n", {"2"}}, {"echo", {"true"}}, {"logprobs", {"3"}}, {"presence_penalty", {"1"}},
-      {"logit_bias", {R"({"1": 5})"}}, {"model", {"7"}}};
+      {"logit_bias", {R"({"1": 5})"}}, {"model", {"7"}}, {"max_tokens", {"300", "2147483647"}},
+      {"suffix", {R"("tail")"}}, {"tools", {R"([{"type": "function"}])"}}, {"functions", {R"([{}])"}},
+      {"tool_choice", {R"("auto")"}}, {"response_format", {R"({"type": "json_object"})", R"("text")"}}};
   for (auto& [param, values] : bad_values) {
     for (auto& value : values) {
-      cases.push_back({C, R"({"prompt": "hi", ")" + param + "\": " + value + "}", 400, param});
+      // A max_tokens past the 256 of the context: refused as OpenAI and vLLM do.
+      const bool past = param == "max_tokens" && (value == "300" || value == "2147483647");
+      cases.push_back({C, R"({"prompt": "hi", ")" + param + "\": " + value + "}", 400, param,
+                       past ? "context_length_exceeded" : ""});
     }
   }
   for (auto& c : cases) {
@@ -470,8 +509,8 @@ TEST_F(ServeTest, MalformedRequestsGetErrors) {
     EXPECT_TRUE(e["error"]["message"].is_string());
     EXPECT_EQ(e["error"]["type"], "invalid_request_error");
     EXPECT_EQ(e["error"]["param"], c.param.empty() ? json(nullptr) : json(c.param)) << c.body.substr(0, 200);
-    if (c.body.size() > 10000) {
-      EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
+    if (!c.code.empty()) {
+      EXPECT_EQ(e["error"]["code"], c.code) << c.body.substr(0, 200);
     }
   }
   // A body past max_body_bytes (1 MiB here) is refused (413), or the connection cut.

@@ -1091,7 +1091,11 @@ array block_masked_mm(
 /// a and b flattened; a missing index array means a's (b's) own batch positions.
 /// Shapes: out = broadcast(lhs_indices, rhs_indices) + (M, N). sorted_indices is a hint.
 /// Throws std::invalid_argument naming gather_mm for ranks below 2, non-integer indices,
-/// inner dimensions that differ or index shapes that do not broadcast. Source: MLX gather_mm.
+/// inner dimensions that differ or index shapes that do not broadcast; std::out_of_range
+/// naming it for an index outside [0, A) or [0, B), reported when the product is evaluated
+/// (an empty product, K = 0 or M·N = 0, checks none, as MLX checks none at all).
+/// Runs: GatherMm (CPU: BLAS per run of equal indices, b read in place when its matrices have
+/// a BLAS layout; CUDA: gemv_plain.cu, qmm_generic.cu). Source: MLX gather_mm.
 array gather_mm(
     array a,
     array b,

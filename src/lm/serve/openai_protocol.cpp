@@ -62,6 +62,11 @@ const ordered_json* field(const ordered_json& body, const char* name) {
   return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
+// A bound as a message shows it: 0, 0.5, 100 (not std::to_string's 0.000000).
+std::string shortest(double x) {
+  return ordered_json(x).dump();
+}
+
 double number(const ordered_json& body, const char* name, double fallback, double lo, double hi,
               bool lo_open = false) {
   const ordered_json* v = field(body, name);
@@ -73,8 +78,8 @@ double number(const ordered_json& body, const char* name, double fallback, doubl
   }
   double d = v->get<double>();
   if (!std::isfinite(d) || d > hi || d < lo || (lo_open && d == lo)) {
-    bad(name, std::string("'") + name + "' must be in " + (lo_open ? "(" : "[") + std::to_string(lo) + ", " +
-                  std::to_string(hi) + "]; got " + v->dump());
+    bad(name, std::string("'") + name + "' must be in " + (lo_open ? "(" : "[") + shortest(lo) + ", " + shortest(hi) +
+                  "]; got " + v->dump());
   }
   return d;
 }
@@ -130,6 +135,25 @@ void neutral_only(const ordered_json& body) {
   }
   if (const ordered_json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) {
     bad("logit_bias", "logit_bias is not supported");
+  }
+  if (const ordered_json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
+    bad("suffix", "suffix (insertion) is not supported");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    if (const ordered_json* v = field(body, name); v && !(v->is_array() && v->empty())) {
+      bad(name, std::string(name) + " (function calling) are not supported");
+    }
+  }
+  for (const char* name : {"tool_choice", "function_call"}) {
+    if (const ordered_json* v = field(body, name); v && !(v->is_string() && v->get<std::string>() == "none")) {
+      bad(name, std::string(name) + " is not supported (function calling)");
+    }
+  }
+  if (const ordered_json* v = field(body, "response_format")) {
+    auto type = v->is_object() ? v->find("type") : v->end();
+    if (!v->is_object() || type == v->end() || *type != "text") {
+      bad("response_format", "only response_format {\"type\": \"text\"} is supported (no JSON or schema mode)");
+    }
   }
 }
 
@@ -253,8 +277,16 @@ std::vector<int> chat_prompt(const ordered_json& body, const ProtocolContext& co
     if (role == msg.end() || !role->is_string()) {
       bad("messages", "each message must be an object with a string 'role'");
     }
-    ordered_json out = msg;
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+      bad("messages", "a message's role must be system, developer, user, assistant or tool; got '" + r + "'");
+    }
     auto content = msg.find("content");
+    // OpenAI: only an assistant's message may go without content (it then carries tool calls).
+    if (r != "assistant" && (content == msg.end() || content->is_null())) {
+      bad("messages", "a " + r + " message needs 'content'");
+    }
+    ordered_json out = msg;
     out["content"] = message_text(content == msg.end() ? ordered_json(nullptr) : *content);
     messages.push_back(std::move(out));
   }
@@ -329,9 +361,18 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text, con
   if (endpoint == Endpoint::chat && field(body, "max_completion_tokens")) {
     max_name = "max_completion_tokens";
   }
-  const int64_t fallback = endpoint == Endpoint::chat ? room : context.default_max_tokens;
-  // Beyond the context the engine stops with "length" anyway.
-  r.engine.max_tokens = int(std::min<int64_t>(integer(body, max_name, fallback, 1, std::numeric_limits<int32_t>::max()), room));
+  // Asked for more than the context holds: refused, as OpenAI and vLLM do; the default (16 for
+  // completions, the rest of the context for chat) is cut to fit.
+  const int64_t asked = integer(body, max_name, 0, 1, std::numeric_limits<int32_t>::max());
+  if (asked > room) {
+    bad(max_name,
+        "This model's maximum context length is " + std::to_string(context.context_length) + " tokens; you asked for " +
+            std::to_string(n + asked) + " (" + std::to_string(n) + " in the prompt, " + std::to_string(asked) +
+            " for the completion). Reduce the prompt or '" + max_name + "'",
+        "context_length_exceeded");
+  }
+  const int64_t fallback = endpoint == Endpoint::chat ? room : std::min<int64_t>(context.default_max_tokens, room);
+  r.engine.max_tokens = int(asked > 0 ? asked : fallback);
   return r;
 }
 
@@ -403,9 +444,12 @@ json usage_chunk_json(const ResponseMeta& meta, const Usage& usage) {
   return j;
 }
 
+json model_json(const std::string& model_name, int64_t created) {
+  return json{{"id", model_name}, {"object", "model"}, {"created", created}, {"owned_by", "nuvec"}};
+}
+
 json models_json(const std::string& model_name, int64_t created) {
-  json model = {{"id", model_name}, {"object", "model"}, {"created", created}, {"owned_by", "nuvec"}};
-  return json{{"object", "list"}, {"data", json::array({model})}};
+  return json{{"object", "list"}, {"data", json::array({model_json(model_name, created)})}};
 }
 
 std::string sse_event(const json& data) {

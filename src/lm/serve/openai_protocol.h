@@ -63,12 +63,16 @@ struct ParsedRequest {
 /// plus chat_template_kwargs; encoded without special tokens), model, max_tokens (chat also
 /// max_completion_tokens), temperature, top_p, top_k, min_p, repetition_penalty, seed, stop,
 /// stream, stream_options, ignore_eos; n, best_of, echo, logprobs, presence_penalty,
-/// frequency_penalty and logit_bias only at their neutral values; other fields ignored.
+/// frequency_penalty, logit_bias, suffix, tools, functions, tool_choice, function_call and
+/// response_format only at their neutral values; other fields ignored. Chat messages need a
+/// role of system, developer, user, assistant or tool, and content unless the assistant's.
+/// max_tokens defaults to default_max_tokens (completions) or the rest of the context (chat),
+/// cut to what the context holds; asked for explicitly, it must fit.
 /// Throws ApiError: 400 for a body that is not a JSON object (or nested deeper than 64),
-/// a field of the wrong type or out of range, an empty prompt, a token id outside the
-/// vocabulary, a prompt that leaves no room in the context (code "context_length_exceeded"),
-/// a template that fails to render, no chat template; 404 (code "model_not_found") for
-/// another model's name.
+/// a field of the wrong type or out of range, an unsupported feature, an empty prompt, a token
+/// id outside the vocabulary, a prompt that leaves no room in the context or a max_tokens
+/// past it (code "context_length_exceeded", OpenAI's and vLLM's rule), a template that fails
+/// to render, no chat template; 404 (code "model_not_found") for another model's name.
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const ProtocolContext& context);
 
 /// How a request ended, in OpenAI's words: "stop" (eos, a stop string, stopped by the
@@ -102,6 +106,9 @@ nlohmann::ordered_json chunk_json(const ResponseMeta& meta, const std::string& t
 
 /// The chunk after the last one when stream_options.include_usage: no choices, the usage.
 nlohmann::ordered_json usage_chunk_json(const ResponseMeta& meta, const Usage& usage);
+
+/// GET /v1/models/{model}: the model object (id, object "model", created, owned_by).
+nlohmann::ordered_json model_json(const std::string& model_name, int64_t created);
 
 /// GET /v1/models: a list with the one model.
 nlohmann::ordered_json models_json(const std::string& model_name, int64_t created);

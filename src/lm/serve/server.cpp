@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <thread>
@@ -32,6 +34,13 @@ void fail_options(const std::string& what) {
 void answer_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(serve::error_body(e), "application/json");
+}
+
+// The method a route of this server takes, or null for a path it does not serve.
+const char* allowed_method(const std::string& path) {
+  if (path == "/health" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) return "GET";
+  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+  return nullptr;
 }
 
 } // namespace
@@ -88,6 +97,16 @@ struct Server::Impl {
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(serve::dump(serve::models_json(options.model_name, created)), "application/json");
     });
+    // OpenAI's models.retrieve; a model name may hold '/' (organisation/name).
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.matches[1] != options.model_name) {
+        answer_error(res, ApiError(404, "The model '" + std::string(req.matches[1]) + "' does not exist; this server serves '" +
+                                            options.model_name + "'",
+                                   "model", "model_not_found"));
+        return;
+      }
+      res.set_content(serve::dump(serve::model_json(options.model_name, created)), "application/json");
+    });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       generate(Endpoint::completions, req, res);
     });
@@ -100,9 +119,17 @@ struct Server::Impl {
       if (!res.body.empty()) {
         return httplib::Server::HandlerResponse::Unhandled;
       }
-      std::string what = res.status == 404   ? "no route " + req.method + " " + req.path
+      // A known path asked with another method: 405 with the method it takes.
+      const char* allowed = allowed_method(req.path);
+      if (res.status == 404 && allowed != nullptr) {
+        res.status = 405;
+        res.set_header("Allow", allowed);
+      }
+      std::string what = res.status == 405   ? req.method + " " + req.path + " is not allowed; use " + allowed
+                         : res.status == 404 ? "no route " + req.method + " " + req.path
                          : res.status == 413 ? std::string("the request body is too large")
-                                             : "the request was refused (HTTP " + std::to_string(res.status) + ")";
+                                             : "the request was refused (HTTP " + std::to_string(res.status) +
+                                 "): a POST needs a JSON body with its Content-Length";
       answer_error(res, ApiError(res.status, what));
       return httplib::Server::HandlerResponse::Handled;
     }));
@@ -266,12 +293,17 @@ int Server::start() {
   int port = o.port;
   if (port == 0) {
     port = impl_->http.bind_to_any_port(o.host);
-  } else if (!impl_->http.bind_to_port(o.host, port)) {
-    port = -1;
+  } else {
+    errno = 0;
+    if (!impl_->http.bind_to_port(o.host, port)) {
+      port = -1;
+    }
   }
   if (port < 0) {
+    const int err = errno; // bind's, when it was the step that failed
     impl_->started = false;
-    throw std::runtime_error("[lm.serve] cannot listen on " + o.host + ":" + std::to_string(o.port));
+    throw std::runtime_error("[lm.serve] cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                             (err != 0 ? std::string(" (") + std::strerror(err) + ")" : std::string()));
   }
   impl_->port = port;
   // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
