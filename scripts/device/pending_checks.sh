@@ -10,6 +10,8 @@
 #   scripts/device/pending_checks.sh d256     the attention backward's D 256 tensor-core path
 #   scripts/device/pending_checks.sh moe      gather_mm's plain experts on the tiled tensor-core kernel
 #   scripts/device/pending_checks.sh gdtc     the gated delta state pass on tensor cores
+#   scripts/device/pending_checks.sh table13  issue 13's quantized table (cuBLAS bf16, torch int4) and qqmm
+#   scripts/device/pending_checks.sh table15  issue 15's attention table (cuDNN, FlashAttention-2)
 #   scripts/device/pending_checks.sh inplace  which nodes the eager gated_delta_slots in-place test runs
 #   scripts/device/pending_checks.sh lmtests  the engine and server tests on the GPU
 #   scripts/device/pending_checks.sh table18  issue 18's serving table beside transformers
@@ -29,7 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve|d256|moe|inplace|lmtests|table18|profile18|gdtc..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/device/pending_checks.sh build|kernels|engine|bench|serve|d256|moe|inplace|lmtests|table18|profile18|gdtc|table13|table15..." >&2; exit 2; }
 # Several parts run in one call, in order; a part is skipped once fewer than its seconds are
 # left of the call's 10 minutes (NUVEC_CALL_SECONDS, counted from this script's start).
 budget=${NUVEC_CALL_SECONDS:-590}
@@ -39,7 +41,8 @@ case "$part" in
   build)
     t0=$(date +%s)
     build fast_attention_hopper_test fast_attention_tiled_test fast_attention_backward_test fast_paged_attention_test \
-      fast_gated_delta_test lm_engine_test lm_serve_test nuvec-gpu-timings nuvec-lm-serve-timings gpu_quantized_test
+      fast_gated_delta_test lm_engine_test lm_serve_test nuvec-gpu-timings nuvec-lm-serve-timings gpu_quantized_test \
+      nuvec-lm-timings
     echo "build: $(($(date +%s) - t0)) s"
     ;;
   kernels)
@@ -113,6 +116,29 @@ case "$part" in
       echo "== gated_delta, NUVEC_GATED_DELTA_TENSOR_CORES=$on rc=$?"
       grep -E "prefill" "$L/gated_delta_$on.txt"
     done
+    ;;
+  table13)
+    # Issue 13's table: qmv/qmm W4 and W8 at M 1..512 beside cuBLAS bf16 and torch's int4
+    # kernel, the MoE gather_qmm rows, then qqmm (mxfp8 at M 4096) beside cuBLAS bf16.
+    need 200 || continue
+    build nuvec-gpu-timings
+    timeout 200 python3 bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings --only quantized \
+      >"$L/quantized.txt" 2>&1
+    echo "== quantized rc=$?"
+    tail -40 "$L/quantized.txt"
+    /usr/local/cuda/bin/nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+      --extended-lambda -Iinclude -Isrc bench/qqmm_bench.cu -lcublas -o build-gpu/qqmm_bench >"$L/qqmm_build.log" 2>&1 &&
+      timeout 60 build-gpu/qqmm_bench 4096 4096 4096 2>&1 | tail -12
+    ;;
+  table15)
+    # Issue 15's table with today's defaults (the Hopper forward; the D 256 backward on
+    # tensor cores when NUVEC_ATTENTION_BACKWARD_D256 is on by default or set by the caller).
+    need 180 || continue
+    build nuvec-gpu-timings
+    timeout 170 python3 bench/gpu_compare.py --nuvec build-gpu/bench/nuvec-gpu-timings --only attention \
+      >"$L/attention_table.txt" 2>&1
+    echo "== attention rc=$?"
+    grep -E "sdpa|paged" "$L/attention_table.txt"
     ;;
   inplace)
     # Why FastGatedDelta.SlotsUpdateAnUnsharedPoolInPlace fails on the GPU (the values are right,
