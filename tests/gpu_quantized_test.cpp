@@ -258,6 +258,16 @@ TEST(GpuQuantized, GatherMmEveryDtype) {
   }
 }
 
+// What evaluating y throws as std::out_of_range ("" when it does not).
+std::string range_error(array y) {
+  try {
+    eval(y);
+  } catch (const std::out_of_range& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // gather_mm(a, swapaxes(w)) with w stacked [E, N, K] weights (how a mixture-of-experts layer
 // passes its Linear-shaped experts, read in place) against float64 and the CPU; the view's
 // buffer unchanged.
@@ -309,29 +319,35 @@ TEST(GpuQuantized, GatherMmTransposedWeightsOnTensorCores) {
       check_transposed_gather(dt, 6, 5, 12, K, 90, 9, false);
       check_transposed_gather(dt, 4, 3, 70, K, 260, 5, true);
       check_transposed_gather(dt, 3, 2, 150, K, 90, 3, false); // two row tiles an entry
+      check_transposed_gather(dt, 5, 4, 24, K, 90, 6, false);  // 17-32 rows: the 32-row tile
+      check_transposed_gather(dt, 9, 3, 12, K, 130, 40, true); // sorted entries of 12 rows
     }
     check_transposed_gather(dt, 4, 3, 1, 1024, 90, 20, true); // few tiles: K split over blocks
   }
-  // An expert index past w's batch (the last of a sorted run) throws naming gather_mm.
+  // The switch took effect: the tiled kernel sums K in another order than gemv_plain, so over
+  // K 1024 some element differs in its last bits (each result evaluated in its switch's scope).
+  {
+    array a = randn({64, 1, 1024}, bfloat16), w = swapaxes(randn({4, 96, 1024}, bfloat16), -1, -2);
+    array lhs = arange(64, int32), rhs = sort(randint({64}, 0, 3, int32), -1, kCpu);
+    array tiled = gather_mm(a, w, lhs, rhs, true, kGpu);
+    eval(tiled);
+    ScopedEnv off("NUVEC_GATHER_MM_TENSOR_CORES", "0");
+    array plain = gather_mm(a, w, lhs, rhs, true, kGpu);
+    eval(plain);
+    EXPECT_FALSE(array_equal(tiled, plain).item<bool>()) << "the tiled tensor-core kernel did not run";
+  }
+  // An expert index past w's batch (the last of a sorted run), or a row index past a's, throws
+  // naming gather_mm.
   array a = randn({20, 1, 64}, bfloat16), w = swapaxes(randn({3, 16, 64}, bfloat16), -1, -2);
   std::vector<int> r(20, 1);
   r.back() = 3;
   array lhs = arange(20, int32), rhs(r.begin(), {20}, int32);
-  try {
-    eval(gather_mm(a, w, lhs, rhs, true, kGpu));
-    ADD_FAILURE() << "no exception";
-  } catch (const std::out_of_range& e) {
-    EXPECT_NE(std::string(e.what()).find("gather_mm"), std::string::npos) << e.what();
-  }
-}
-
-std::string range_error(array y) {
-  try {
-    eval(y);
-  } catch (const std::out_of_range& e) {
-    return e.what();
-  }
-  return "";
+  EXPECT_NE(range_error(gather_mm(a, w, lhs, rhs, true, kGpu)).find("gather_mm"), std::string::npos);
+  std::vector<int> l(20, 2);
+  l.back() = 20;
+  array bad_lhs(l.begin(), {20}, int32), good_rhs = zeros({20}, int32);
+  EXPECT_NE(range_error(gather_mm(a, w, bad_lhs, good_rhs, true, kGpu)).find("gather_mm"), std::string::npos);
+  EXPECT_EQ(range_error(gather_mm(a, w, lhs, good_rhs, true, kGpu)), ""); // the stream serves on
 }
 
 // An index past x's or w's first axis raises std::out_of_range naming the op at eval, on

@@ -95,6 +95,11 @@ case "$part" in
     need 200 || continue
     build gpu_quantized_test nuvec-lm-serve-timings
     GT_TIMEOUT=120 gtest gpu_quantized_test 'GpuQuantized.GatherMm*:GpuQuantized.Indices*'
+    # memcheck over the whole test (racecheck's slowdown would pass the limit; a host
+    # emulation of the kernel checked its barriers); rc 124 is the time limit, not a finding.
+    timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/gpu_quantized_test \
+      --gtest_brief=1 --gtest_filter='*GatherMmTransposedWeightsOnTensorCores*' >"$L/sanitizer_moe.log" 2>&1
+    echo "compute-sanitizer memcheck (gather_mm tensor cores) rc=$? $(grep -E 'ERROR SUMMARY' "$L/sanitizer_moe.log" | head -1)"
     for on in 0 1; do
       NUVEC_GATHER_MM_TENSOR_CORES=$on timeout 100 build-gpu/bench/nuvec-lm-serve-timings qwen3-next-8l \
         --concurrency 1,8 --prompt 512 --output 64 2>"$L/moe_serve_$on.log" | cut -c1-300
