@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -245,6 +246,31 @@ std::vector<array> run_node(const Case& c, const CaseInputs& in, const std::opti
   return grads;
 }
 
+// The reference: the fallback graph in float64 on the CPU, a function of q, k, v[, sinks].
+std::function<std::vector<array>(const std::vector<array>&)> reference_graph(
+    const fast::AttentionParams& p, const std::optional<Masks>& mask, const std::optional<Drawn>& sinks) {
+  std::optional<array> m64;
+  if (mask) m64 = mask->m64;
+  const bool with_sinks = sinks.has_value();
+  return [p, m64, with_sinks](const std::vector<array>& xs) {
+    std::vector<array> all{xs[0], xs[1], xs[2]};
+    if (m64) all.push_back(*m64);
+    if (with_sinks) all.push_back(xs[3]);
+    return fast::attention_graph(all, p, std::nullopt, kCpu);
+  };
+}
+
+// out and lse as a forward kernel returns them (out in the dtype, lse in float32), from the
+// float64 graph.
+std::pair<array, array> forward_of(const Case& c,
+                                   const std::function<std::vector<array>(const std::vector<array>&)>& graph,
+                                   const std::vector<array>& primals) {
+  const std::vector<array> fwd = graph(primals);
+  array out = astype(fwd[0], c.dt, kCpu), lse = astype(fwd[1], float32, kCpu);
+  eval(out, lse);
+  return {out, lse};
+}
+
 // One case end to end; `in` gives q, k, v (dense by default).
 void check_case(const Case& c, const CaseInputs& in) {
   SCOPED_TRACE(c.name());
@@ -255,19 +281,10 @@ void check_case(const Case& c, const CaseInputs& in) {
   if (c.sinks) sinks = draw({c.hq}, c.dt, 2.0);
   Drawn dout = draw({c.b, c.hq, c.lq, c.dv}, c.dt);
 
-  // The reference: the fallback graph in float64 on the CPU, a function of q, k, v[, sinks].
-  auto graph = [&](const std::vector<array>& xs) {
-    std::vector<array> all{xs[0], xs[1], xs[2]};
-    if (mask) all.push_back(mask->m64);
-    if (sinks) all.push_back(xs[3]);
-    return fast::attention_graph(all, p, std::nullopt, kCpu);
-  };
+  auto graph = reference_graph(p, mask, sinks);
   std::vector<array> primals{in.q64, in.k64, in.v64};
   if (sinks) primals.push_back(sinks->x64);
-  // out and lse as a forward kernel returns them: out in the dtype, lse in float32.
-  const std::vector<array> fwd = graph(primals);
-  array out = astype(fwd[0], c.dt, kCpu), lse = astype(fwd[1], float32, kCpu);
-  eval(out, lse);
+  auto [out, lse] = forward_of(c, graph, primals);
   auto [outs, ref] = vjp(
       [&](const std::vector<array>& xs) { return std::vector<array>{graph(xs)[0]}; }, primals, {dout.x64});
   eval(ref);
@@ -369,6 +386,28 @@ TEST(AttentionBackwardGpu, D256SmallCaseOnTensorCores) {
   ScopedEnv on("NUVEC_ATTENTION_BACKWARD_D256", "1");
   const Case c = d256_case(40, 70);
   check_case(c, dense_inputs(c));
+}
+
+// The switch took effect: the mma.sync kernels round P and dS to the half type where the SIMT
+// kernels keep float32, so the gradients differ in their last bits (each evaluated in its
+// switch's scope).
+TEST(AttentionBackwardGpu, D256SwitchSelectsTheTensorCores) {
+  NUVEC_REQUIRE_GPU();
+  const Case c = d256_case(40, 70);
+  const CaseInputs in = dense_inputs(c);
+  const fast::AttentionParams p = params_of(c);
+  std::optional<Masks> mask;
+  if (p.has_mask) mask = make_mask(c);
+  const Drawn dout = draw({c.b, c.hq, c.lq, c.dv}, c.dt);
+  auto [out, lse] = forward_of(c, reference_graph(p, mask, std::nullopt), {in.q64, in.k64, in.v64});
+  std::vector<array> on;
+  {
+    ScopedEnv env("NUVEC_ATTENTION_BACKWARD_D256", "1");
+    on = run_node(c, in, mask, std::nullopt, out, lse, dout.x);
+  }
+  ScopedEnv env("NUVEC_ATTENTION_BACKWARD_D256", "0");
+  const std::vector<array> off = run_node(c, in, mask, std::nullopt, out, lse, dout.x);
+  EXPECT_FALSE(array_equal(on[1], off[1]).item<bool>()) << "the D 256 tensor-core kernels did not run";
 }
 
 // D 256 in the half types on the mma.sync kernels (the dk/dv kernel once for dv, once for dk;

@@ -418,7 +418,7 @@ __global__ void __launch_bounds__(kGenericThreads, 1) generic_dq_kernel(__grid_c
   }
 }
 
-// ---- 3, 4 on tensor cores: float16 / bfloat16, D == Dv in {64, 128} (256: kDkdvTogether) --
+// ---- 3, 4 on tensor cores: float16 / bfloat16, D == Dv in {64, 128, 256} (256: two dk/dv launches) --
 
 /// Shared-memory rows of the tensor-core kernels: D elements padded by 16 bytes, so the 8
 /// rows of one ldmatrix (16 bytes each, at one column) fall in 8 different 16-byte bank
@@ -668,7 +668,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_dkdv_kernel(__grid_constant__ c
 
 /// dq of 128 queries on tensor cores (a block per (b, query head, query tile); the last tiles
 /// first). Warp w owns queries q0 + 16w..: per key tile it computes S = Q_w Kᵀ and
-/// dP = dO_w Vᵀ (16 x 64), turns them into dS in registers and adds dS K to dq. Key tiles
+/// dP = dO_w Vᵀ (16 x BN), turns them into dS in registers and adds dS K to dq. Key tiles
 /// (the causal span only) stream in kStages − 1 ahead.
 template <typename T, int D>
 __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(__grid_constant__ const BwdArgs<T> a) {
