@@ -343,5 +343,45 @@ TEST(Compile, CompiledPrimitiveRulesFollowTheTape) {
   expect_allclose(vouts[0], sin(batched) * exp(b), 1e-5, 1e-5);
 }
 
+// A shapeless replay at new shapes re-checks what the trace checked: nodes whose parameters
+// or checks hold the traced shapes (slices, slice updates, fused ops) and products whose
+// inputs' equal dims no longer agree trace again at the new shapes, so a call gives what the
+// uncompiled function gives — its answer, or its exception — never a read past a buffer.
+TEST(Compile, ShapelessReplayRechecksWhatTheTraceChecked) {
+  // rms_norm: a weight that no longer matches x's last axis throws the op's own error.
+  auto norm = compile(Fn([](const std::vector<array>& a) { return std::vector<array>{fast::rms_norm(a[0], a[1], 1e-5f)}; }),
+                      true);
+  const array x4 = randn({2, 4}), w4 = randn({4});
+  expect_allclose(norm({x4, w4})[0], fast::rms_norm(x4, w4, 1e-5f), 1e-6, 1e-6);
+  EXPECT_THROW(eval(norm({randn({2, 6}), w4})), std::invalid_argument);
+  const array x6 = randn({3, 6}), w6 = randn({6});
+  expect_allclose(norm({x6, w6})[0], fast::rms_norm(x6, w6, 1e-5f), 1e-6, 1e-6);
+
+  // norm_rope into a cache too small for the new rows: the op's error, not a write past it.
+  fast::Rotation rot{4, false, 10000.0f, 1.0f, std::nullopt};
+  auto rope = compile(Fn([rot](const std::vector<array>& a) {
+                        return std::vector<array>{fast::norm_rope(a[0], std::nullopt, 1e-5f, rot, 3, a[1])};
+                      }),
+                      true);
+  eval(rope({randn({1, 2, 2, 16}), randn({1, 2, 8, 16})}));
+  EXPECT_THROW(eval(rope({randn({1, 2, 40, 16}), randn({1, 2, 4, 16})})), std::invalid_argument);
+
+  // slice_update of fixed bounds: new shapes give the uncompiled answer or its error.
+  auto update = compile(
+      Fn([](const std::vector<array>& a) { return std::vector<array>{slice_update(a[0], a[1], {1, 0}, {3, 2})}; }), true);
+  const array base = randn({4, 5}), patch = randn({2, 2});
+  expect_allclose(update({base, patch})[0], slice_update(base, patch, {1, 0}, {3, 2}), 0, 0);
+  const array base2 = randn({6, 3});
+  expect_allclose(update({base2, patch})[0], slice_update(base2, patch, {1, 0}, {3, 2}), 0, 0);
+  EXPECT_THROW(eval(update({randn({6, 3}), randn({5, 2})})), std::invalid_argument);
+
+  // A product whose K no longer agrees: matmul's error.
+  auto mm = compile(Fn([](const std::vector<array>& a) { return std::vector<array>{matmul(a[0], a[1])}; }), true);
+  eval(mm({randn({2, 3}), randn({3, 4})}));
+  EXPECT_THROW(eval(mm({randn({2, 5}), randn({3, 4})})), std::invalid_argument);
+  const array a7 = randn({5, 7}), b7 = randn({7, 2});
+  expect_allclose(mm({a7, b7})[0], matmul(a7, b7), 1e-5, 1e-5);
+}
+
 } // namespace
 } // namespace nuvec

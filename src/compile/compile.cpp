@@ -181,8 +181,15 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
         }
         return e;
       };
-      entry = get(shapeless);
-      if (shapeless && entry->shape_baked) {
+      // A shapeless call first takes an exact-shape trace of these shapes, made when the
+      // shapeless one could not follow them (shape_baked, or a ShapelessMismatch below).
+      if (shapeless) entry = compiler_cache().find(fun_id, inputs, false, constants);
+      if (entry) {
+        replay_shapeless = false;
+      } else {
+        entry = get(shapeless);
+      }
+      if (replay_shapeless && entry->shape_baked) {
         bool same_shapes = true;
         for (size_t i = 0; i < inputs.size(); ++i) {
           same_shapes = same_shapes && inputs[i].shape() == entry->inputs[i].shape();
@@ -211,7 +218,22 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
       }
       return array::make_arrays(std::move(shapes), dtypes, std::make_shared<GraphReplay>(entry->stream, replay), inputs);
     }
-    return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, replay_shapeless);
+    if (replay_shapeless) {
+      try {
+        return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, true);
+      } catch (const ShapelessMismatch&) {
+        // A node cannot follow these shapes (its checks or parameters hold the traced ones):
+        // trace again at them, as the uncompiled function would run.
+        std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+        entry = compiler_cache().find(fun_id, inputs, false, constants);
+        if (!entry) {
+          entry = build_entry(fun, inputs, false, constants);
+          compiler_cache().insert(fun_id, entry);
+        }
+      }
+      return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, false);
+    }
+    return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, false);
   };
 }
 

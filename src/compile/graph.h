@@ -3,6 +3,8 @@
 // simplify.cpp, fuse.cpp). The algorithms are MLX 0.32's (mlx/compile.cpp, compile_impl.h).
 #pragma once
 
+#include <stdexcept>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -99,8 +101,18 @@ void compile_fuse(
     const std::vector<array>& inputs,
     std::vector<array>& outputs);
 
+/// What a shapeless replay throws for a node that cannot run at the real inputs' shapes
+/// (compile then traces again at those shapes; an imported function reports it).
+class ShapelessMismatch : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 /// The tape rebuilt on the real inputs: the arrays standing for trace_outputs. With
-/// shapeless, every node's shape is recomputed from its real inputs.
+/// shapeless, every node's shape is recomputed from its real inputs; a node whose traced
+/// shapes live on in its parameters or checks (slices, gathers, scatters, partitions, fused
+/// ops), or whose inputs' dims that were equal in the trace differ now, throws
+/// ShapelessMismatch unless its inputs keep their traced shapes.
 std::vector<array> compile_replace(
     const std::vector<array>& tape,
     const std::vector<array>& trace_inputs,

@@ -5,6 +5,9 @@
 
 #include "compile/graph.h"
 #include "core/errors.h"
+#include "fast/fast_primitive.h"
+#include "primitives/gather_scatter.h"
+#include "primitives/partition.h"
 #include "primitives/primitives.h"
 #include "transforms/graph_walk.h"
 #include "transforms/trace.h"
@@ -132,9 +135,60 @@ std::pair<std::vector<array>, ParentsMap> compile_dfs(
 
 namespace {
 
+std::string shapes_text(const std::vector<Shape>& shapes) {
+  std::string out = "(";
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    out += i ? ", [" : "[";
+    for (size_t d = 0; d < shapes[i].size(); ++d) out += (d ? ", " : "") + std::to_string(shapes[i][d]);
+    out += "]";
+  }
+  return out + ")";
+}
+
+// Primitives whose parameters hold traced shapes, or whose output_shapes takes an input's
+// shape while the kernel assumes the others agree with it (slice bounds and update shapes,
+// gather slice sizes, scatter updates, split points, partition's kth, every fused op's
+// checks): at other shapes they could read or write outside their buffers.
+bool holds_traced_shapes(const Primitive& p) {
+  const std::type_info& t = typeid(p);
+  return dynamic_cast<const fast::FastPrimitive*>(&p) != nullptr || t == typeid(Slice) || t == typeid(SliceUpdate) ||
+      t == typeid(DynamicSlice) || t == typeid(DynamicSliceUpdate) || t == typeid(Gather) || t == typeid(Scatter) ||
+      t == typeid(GatherAxis) || t == typeid(ScatterAxis) || t == typeid(Partition) || t == typeid(ArgPartition);
+}
+
+// Whether traced node a can run on real_inputs' shapes: at its traced shapes always; else
+// not when its parameters hold traced shapes, and only when the dims of its inputs that
+// were equal in the trace are equal again (a product's K, an element-wise op's matching
+// axes): output_shapes assumes what the op checked when it was traced.
+bool replays_at(const array& a, const std::vector<array>& real_inputs) {
+  const std::vector<array>& traced = a.inputs();
+  bool same = true;
+  for (size_t i = 0; i < traced.size(); ++i) same = same && traced[i].shape() == real_inputs[i].shape();
+  if (same) return true;
+  if (holds_traced_shapes(a.primitive())) return false;
+  std::vector<std::pair<int64_t, int64_t>> dims; // (traced, real) of every input axis
+  for (size_t i = 0; i < traced.size(); ++i) {
+    for (int d = 0; d < traced[i].ndim(); ++d) dims.emplace_back(traced[i].shape(d), real_inputs[i].shape(d));
+  }
+  for (size_t i = 0; i < dims.size(); ++i) {
+    for (size_t j = i + 1; j < dims.size(); ++j) {
+      if (dims[i].first == dims[j].first && dims[i].second != dims[j].second) return false;
+    }
+  }
+  return true;
+}
+
 // The output shapes of traced node a on real inputs (shapeless replay). A reshape to a
 // fixed shape cannot follow an input of another size.
 std::vector<Shape> replay_shapes(const array& a, const std::vector<array>& real_inputs) {
+  if (!replays_at(a, real_inputs)) {
+    std::vector<Shape> traced, real;
+    for (auto& x : a.inputs()) traced.push_back(x.shape());
+    for (auto& x : real_inputs) real.push_back(x.shape());
+    throw ShapelessMismatch(std::string("[compile] a shapeless trace cannot replay ") + a.primitive().name() +
+                            " on inputs of shapes " + shapes_text(real) + ": it was traced on " +
+                            shapes_text(traced) + " and its checks or parameters hold those shapes.");
+  }
   auto shapes = a.primitive().output_shapes(real_inputs);
   if (typeid(a.primitive()) == typeid(Reshape) && !real_inputs.empty()) {
     size_t n = 1;
