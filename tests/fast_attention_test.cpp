@@ -406,9 +406,19 @@ TEST(FastAttention, BadInputThrowsNamingTheOp) {
   expect_throws_naming<std::invalid_argument>([&] { sdpa(q, k, v, window_no_causal); }, op);
   expect_throws_naming<std::invalid_argument>(
       [&] { fast::scaled_dot_product_attention(q, k, v, 1.0f, "causal", ones({3, 5}, bool_)); }, op);
+  fast::AttentionOptions forced;
+  forced.force_fused = true; // float64: no fused kernel covers it
   expect_throws_naming<std::invalid_argument>(
-      [&] { fast::scaled_dot_product_attention(astype(q, float64), astype(k, float64), astype(v, float64), 1.0f, "", {}, {}, true, Device::cpu); },
+      [&] {
+        fast::scaled_dot_product_attention(astype(q, float64), astype(k, float64), astype(v, float64), 1.0f, forced,
+                                           Device::cpu);
+      },
       op);
+  // MLX's argument order: the stream right after sinks.
+  const array out_mlx = fast::scaled_dot_product_attention(q, k, v, 1.0f, "causal", {}, {}, Device::cpu);
+  fast::AttentionOptions causal_only;
+  causal_only.mask_mode = "causal";
+  expect_allclose(out_mlx, fast::scaled_dot_product_attention(q, k, v, 1.0f, causal_only, Device::cpu), 0, 0);
   expect_throws_naming<std::invalid_argument>(
       [&] { fast::plan_attention({1, 4, -3, 8}, k.shape(), v.shape(), float32, none); }, "plan_attention");
   expect_throws_naming<std::invalid_argument>(

@@ -372,7 +372,7 @@ TEST(FastPagedAttention, PagedWriteThenAttentionEqualsAttentionOverTheConcatenat
         array qs = slice(q, {s, 0, 0, 0}, {s + 1, hq, l, d}, gpu);
         array want = fast::scaled_dot_product_attention(
             astype(qs, float64, kCpu), astype(ks[s], float64, kCpu), astype(vs[s], float64, kCpu), 0.09f,
-            l > 1 ? "causal" : "", std::nullopt, std::nullopt, false, kCpu);
+            l > 1 ? "causal" : "", std::nullopt, std::nullopt, kCpu);
         const double tol = tol_of(dt);
         expect_allclose(slice(out, {s, 0, 0, 0}, {s + 1, hq, l, d}, gpu), want, tol, tol);
       }

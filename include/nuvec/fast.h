@@ -2,9 +2,11 @@
 // fallback graph of ordinary ops (shared/seeds/001, MLX's fallbacks). Fused ops are built on
 // src/fast/fast_primitive.h: the op records one fused node where a CPU or CUDA kernel covers
 // the case and returns the fallback otherwise; derivatives and vmap derive from the fallback.
-// softmax and logsumexp (declared in ops.h, as MLX), rms_norm, add_rms_norm and layer_norm
-// run fused kernels on the CPU and the GPU (src/backend/{cpu,cuda}/fast/), with dedicated
-// backward kernels for the norms.
+// Every op here, and softmax and logsumexp (declared in ops.h, as MLX), has kernels on the
+// CPU and the GPU (src/backend/{cpu,cuda}/fast/): the norms, rope and norm_rope, attention
+// (vector, tiled and, on sm_90a, warp-specialised kernels; the composed route where none
+// covers), the paged ops, gated delta and the depthwise conv step; dedicated backward
+// kernels for the norms, attention and gated delta.
 #pragma once
 
 #include <cstddef>
@@ -161,13 +163,16 @@ array cross_entropy(const array& logits, const array& targets, StreamOrDevice s 
 ///  - max_score_bytes: a cap on the memory the composed route's score matrices take (it
 ///    holds about four score-sized arrays at once: scores, masked scores, a float32 copy,
 ///    probabilities); above it the route runs in blocks of query rows (default
-///    kDefaultMaxScoreBytes). The fused routes never materialise scores.
+///    kDefaultMaxScoreBytes). The fused routes never materialise scores;
+///  - force_fused: run a fused kernel even where the plan would compose (throws
+///    std::invalid_argument where none covers the call).
 struct AttentionOptions {
   std::string mask_mode;
   std::optional<array> mask;
   std::optional<array> sinks;
   std::optional<int> window;
   std::optional<size_t> max_score_bytes;
+  bool force_fused = false;
 };
 
 /// The score-matrix cap of the composed route when AttentionOptions::max_score_bytes is not
@@ -215,9 +220,8 @@ struct AttentionPlan {
 /// std::invalid_argument naming scaled_dot_product_attention for inputs not 4-D, mismatched
 /// batch, D or key/value heads, Hq not a multiple of Hkv, an unknown mask_mode, a mask with
 /// "causal", "array" without a mask, a mask that does not broadcast or promote, sinks not
-/// [Hq]. force_fused: run a fused kernel even where the plan
-/// would compose (throws std::invalid_argument where none covers the call). Runs the
-/// plan_attention route. Gradients for q, k, v and sinks (a CUDA backward kernel from the
+/// [Hq]. MLX's signature exactly (nuvec's options, force_fused among them, are the
+/// AttentionOptions overload's). Runs the plan_attention route. Gradients for q, k, v and sinks (a CUDA backward kernel from the
 /// saved log-sum-exp; the composed graph's elsewhere) and for an additive mask (the composed
 /// graph's, on every route). Source: MLX's fast::scaled_dot_product_attention.
 array scaled_dot_product_attention(
@@ -228,10 +232,9 @@ array scaled_dot_product_attention(
     const std::string& mask_mode = "",
     std::optional<array> mask_arr = {},
     const std::optional<array>& sinks = {},
-    bool force_fused = false,
     StreamOrDevice s = {});
 
-/// scaled_dot_product_attention with nuvec's options (sliding window, score cap).
+/// scaled_dot_product_attention with nuvec's options (sliding window, score cap, force_fused).
 array scaled_dot_product_attention(
     const array& queries,
     const array& keys,

@@ -435,8 +435,8 @@ array sdpa(
     const array& values,
     float scale,
     const AttentionOptions& options,
-    bool force_fused,
     StreamOrDevice s) {
+  const bool force_fused = options.force_fused;
   for (const array* a : {&queries, &keys, &values}) {
     if (a->ndim() != 4) {
       throw_invalid_argument(
@@ -498,7 +498,7 @@ array scaled_dot_product_attention(
     float scale,
     const AttentionOptions& options,
     StreamOrDevice s) {
-  return sdpa(queries, keys, values, scale, options, false, s);
+  return sdpa(queries, keys, values, scale, options, s);
 }
 
 array scaled_dot_product_attention(
@@ -509,13 +509,12 @@ array scaled_dot_product_attention(
     const std::string& mask_mode,
     std::optional<array> mask_arr,
     const std::optional<array>& sinks,
-    bool force_fused,
     StreamOrDevice s) {
   AttentionOptions o;
   o.mask_mode = mask_mode;
   o.mask = std::move(mask_arr);
   o.sinks = sinks;
-  return sdpa(queries, keys, values, scale, o, force_fused, s);
+  return sdpa(queries, keys, values, scale, o, s);
 }
 
 AttentionPlan plan_attention(
