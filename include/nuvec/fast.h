@@ -258,7 +258,9 @@ AttentionPlan plan_attention(
 /// [B, max_blocks] and lengths [B] integers. Sequence b's cache position p lives in block
 /// block_tables[b, p / block_size] (ids clamped to [0, blocks)) at slot p % block_size;
 /// query l of sequence b sees positions p < lengths[b] − L + 1 + l (lengths clamped to
-/// [0, max_blocks · block_size]). Output [B, Hq, L, D] in q's dtype. Throws
+/// [0, max_blocks · block_size]). A query that sees no position (lengths[b] < L − l, a
+/// length of 0) attends uniformly over all max_blocks · block_size listed positions, stale
+/// ones included, as masked attention's empty rows do. Output [B, Hq, L, D] in q's dtype. Throws
 /// std::invalid_argument naming paged_attention for shapes that do not fit, Hq not a
 /// multiple of Hkv, non-integer tables or lengths, tables or lengths of another batch,
 /// empty caches or a block size of 0. An empty q (B, Hq, L or D 0) gives an empty result.
@@ -277,7 +279,8 @@ array paged_attention(
     float scale,
     StreamOrDevice s = {});
 
-/// paged_attention with gpt-oss's options: sinks [Hq] (any floating dtype, cast to q's; one
+/// paged_attention with gpt-oss's options: sinks [Hq] (any floating dtype, cast to q's —
+/// scaled_dot_product_attention instead takes sinks of a dtype that promotes to its own; one
 /// extra logit per query head in each row's softmax, as AttentionOptions::sinks) and window
 /// (at least 1: query l of sequence b sees only its `window` most recent positions, those p
 /// with e − window <= p < e for its end e = lengths[b] − L + 1 + l, as a "causal" window of
@@ -304,7 +307,8 @@ array paged_attention(
 /// The paged cache with rows written: cache [blocks, Hkv, block_size, D], values [N, Hkv, D]
 /// (cast to the cache's dtype), slots [N] integers (block · block_size + offset); returns the
 /// updated cache (out[s / block_size, :, s % block_size] = values[n] for s = slots[n]; a slot
-/// out of range writes nothing). Throws std::invalid_argument naming paged_write for shapes
+/// out of range, negative ones included, writes nothing — vLLM's padding slot is −1 —
+/// unlike gated_delta_slots, which counts negative slots from the end). Throws std::invalid_argument naming paged_write for shapes
 /// that do not fit or non-integer slots. One scatter kernel after a copy of the cache, or into
 /// the cache itself when nothing else refers to it (array::is_donatable) (CPU
 /// and CUDA). nuvec's own (seed 001).
