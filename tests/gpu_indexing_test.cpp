@@ -494,16 +494,6 @@ TEST(GpuIndexing, MaskedScatterRanks) {
   expect_match(masked_scatter(a, mask, src, kGpu), masked_scatter(a, mask, src, kCpu));
 }
 
-/// The message of the std::out_of_range that evaluating y raises ("" when none).
-std::string range_error(array y) {
-  try {
-    eval(y);
-  } catch (const std::out_of_range& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // An index outside [-n, n) raises the CPU's std::out_of_range (same message) at eval and
 // leaves the node's output zeroed; the kernels skip it, and the stream keeps working.
 TEST(GpuIndexing, OutOfRangeIndicesThrowAtEvalAsOnTheCpu) {

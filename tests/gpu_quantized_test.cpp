@@ -258,16 +258,6 @@ TEST(GpuQuantized, GatherMmEveryDtype) {
   }
 }
 
-// What evaluating y throws as std::out_of_range ("" when it does not).
-std::string range_error(array y) {
-  try {
-    eval(y);
-  } catch (const std::out_of_range& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // gather_mm(a, swapaxes(w)) with w stacked [E, N, K] weights (how a mixture-of-experts layer
 // passes its Linear-shaped experts, read in place) against float64 and the CPU; the view's
 // buffer unchanged.

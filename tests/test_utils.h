@@ -128,6 +128,17 @@ void expect_throws_naming(F&& f, const std::string& op) {
   }
 }
 
+/// The message of the std::out_of_range that evaluating y raises ("" when none): index
+/// errors are reported at eval, where a kernel finds them.
+inline std::string range_error(array y) {
+  try {
+    eval(y);
+  } catch (const std::out_of_range& e) {
+    return e.what();
+  }
+  return "";
+}
+
 /// Sets an environment variable for a scope (a kernel's switch in a test) and restores the
 /// previous value, or its absence, on the way out, a failed assertion's exception included.
 class ScopedEnv {

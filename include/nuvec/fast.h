@@ -221,9 +221,9 @@ struct AttentionPlan {
 /// batch, D or key/value heads, Hq not a multiple of Hkv, an unknown mask_mode, a mask with
 /// "causal", "array" without a mask, a mask that does not broadcast or promote, sinks not
 /// [Hq]. MLX's signature exactly (nuvec's options, force_fused among them, are the
-/// AttentionOptions overload's). Runs the plan_attention route. Gradients for q, k, v and sinks (a CUDA backward kernel from the
-/// saved log-sum-exp; the composed graph's elsewhere) and for an additive mask (the composed
-/// graph's, on every route). Source: MLX's fast::scaled_dot_product_attention.
+/// AttentionOptions overload's). Runs the plan_attention route. Gradients for q, k, v and
+/// sinks (a CUDA backward kernel from the saved log-sum-exp; the composed graph's elsewhere)
+/// and for an additive mask (the composed graph's, on every route). Source: MLX's fast::scaled_dot_product_attention.
 array scaled_dot_product_attention(
     const array& queries,
     const array& keys,
@@ -260,8 +260,8 @@ AttentionPlan plan_attention(
 /// query l of sequence b sees positions p < lengths[b] − L + 1 + l (lengths clamped to
 /// [0, max_blocks · block_size]). A query that sees no position (lengths[b] < L − l, a
 /// length of 0) attends uniformly over all max_blocks · block_size listed positions, stale
-/// ones included, as masked attention's empty rows do. Output [B, Hq, L, D] in q's dtype. Throws
-/// std::invalid_argument naming paged_attention for shapes that do not fit, Hq not a
+/// ones included, as masked attention's empty rows do. Output [B, Hq, L, D] in q's dtype.
+/// Throws std::invalid_argument naming paged_attention for shapes that do not fit, Hq not a
 /// multiple of Hkv, non-integer tables or lengths, tables or lengths of another batch,
 /// empty caches or a block size of 0. An empty q (B, Hq, L or D 0) gives an empty result.
 /// Table entries and lengths past int32 saturate before the clamp. CUDA kernels for D
@@ -308,8 +308,8 @@ array paged_attention(
 /// (cast to the cache's dtype), slots [N] integers (block · block_size + offset); returns the
 /// updated cache (out[s / block_size, :, s % block_size] = values[n] for s = slots[n]; a slot
 /// out of range, negative ones included, writes nothing — vLLM's padding slot is −1 —
-/// unlike gated_delta_slots, which counts negative slots from the end). Throws std::invalid_argument naming paged_write for shapes
-/// that do not fit or non-integer slots. One scatter kernel after a copy of the cache, or into
+/// unlike gated_delta_slots, which counts negative slots from the end). Throws
+/// std::invalid_argument naming paged_write for shapes that do not fit or non-integer slots. One scatter kernel after a copy of the cache, or into
 /// the cache itself when nothing else refers to it (array::is_donatable) (CPU
 /// and CUDA). nuvec's own (seed 001).
 array paged_write(const array& cache, const array& values, const array& slots, StreamOrDevice s = {});

@@ -171,16 +171,18 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
     std::shared_ptr<CacheEntry> entry;
     std::shared_ptr<ReplayTape> replay;
     bool replay_shapeless = shapeless;
+    // The cached trace for these inputs (shapeless or exact-shape), traced now if missing.
+    auto get = [&](bool sl) {
+      std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+      auto e = compiler_cache().find(fun_id, inputs, sl, constants);
+      if (!e) {
+        e = build_entry(fun, inputs, sl, constants);
+        compiler_cache().insert(fun_id, e);
+      }
+      return e;
+    };
     {
       std::lock_guard<std::recursive_mutex> lock(cache_mutex());
-      auto get = [&](bool sl) {
-        auto e = compiler_cache().find(fun_id, inputs, sl, constants);
-        if (!e) {
-          e = build_entry(fun, inputs, sl, constants);
-          compiler_cache().insert(fun_id, e);
-        }
-        return e;
-      };
       // A shapeless call first takes an exact-shape trace of these shapes, made when the
       // shapeless one could not follow them (shape_baked, or a ShapelessMismatch below).
       if (shapeless) entry = compiler_cache().find(fun_id, inputs, false, constants);
@@ -224,14 +226,8 @@ std::function<std::vector<array>(const std::vector<array>&)> compile(
       } catch (const ShapelessMismatch&) {
         // A node cannot follow these shapes (its checks or parameters hold the traced ones):
         // trace again at them, as the uncompiled function would run.
-        std::lock_guard<std::recursive_mutex> lock(cache_mutex());
-        entry = compiler_cache().find(fun_id, inputs, false, constants);
-        if (!entry) {
-          entry = build_entry(fun, inputs, false, constants);
-          compiler_cache().insert(fun_id, entry);
-        }
+        entry = get(false);
       }
-      return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, false);
     }
     return compile_replace(entry->tape, entry->inputs, entry->outputs, inputs, false);
   };

@@ -3,11 +3,10 @@
 // simplify.cpp, fuse.cpp). The algorithms are MLX 0.32's (mlx/compile.cpp, compile_impl.h).
 #pragma once
 
-#include <stdexcept>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>

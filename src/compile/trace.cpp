@@ -1,6 +1,7 @@
 // nuvec: tracing a function for compile, ordering its graph into a tape, and replaying the
 // (simplified, fused) tape on real inputs. MLX compile.cpp: compile_trace, compile_dfs,
 // compile_replace; the walk is the transforms' (transforms/graph_walk.h).
+#include <sstream>
 #include <typeinfo>
 
 #include "compile/graph.h"
@@ -135,20 +136,10 @@ std::pair<std::vector<array>, ParentsMap> compile_dfs(
 
 namespace {
 
-std::string shapes_text(const std::vector<Shape>& shapes) {
-  std::string out = "(";
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    out += i ? ", [" : "[";
-    for (size_t d = 0; d < shapes[i].size(); ++d) out += (d ? ", " : "") + std::to_string(shapes[i][d]);
-    out += "]";
-  }
-  return out + ")";
-}
-
 // Primitives whose parameters hold traced shapes, or whose output_shapes takes an input's
 // shape while the kernel assumes the others agree with it (slice bounds and update shapes,
-// gather slice sizes, scatter updates, split points, partition's kth, every fused op's
-// checks): at other shapes they could read or write outside their buffers.
+// gather slice sizes, scatter updates, partition's kth, every fused op's checks): at other
+// shapes they could read or write outside their buffers.
 bool holds_traced_shapes(const Primitive& p) {
   const std::type_info& t = typeid(p);
   return dynamic_cast<const fast::FastPrimitive*>(&p) != nullptr || t == typeid(Slice) || t == typeid(SliceUpdate) ||
@@ -182,12 +173,12 @@ bool replays_at(const array& a, const std::vector<array>& real_inputs) {
 // fixed shape cannot follow an input of another size.
 std::vector<Shape> replay_shapes(const array& a, const std::vector<array>& real_inputs) {
   if (!replays_at(a, real_inputs)) {
-    std::vector<Shape> traced, real;
-    for (auto& x : a.inputs()) traced.push_back(x.shape());
-    for (auto& x : real_inputs) real.push_back(x.shape());
-    throw ShapelessMismatch(std::string("[compile] a shapeless trace cannot replay ") + a.primitive().name() +
-                            " on inputs of shapes " + shapes_text(real) + ": it was traced on " +
-                            shapes_text(traced) + " and its checks or parameters hold those shapes.");
+    std::ostringstream shapes;
+    shapes << "a shapeless trace cannot replay " << a.primitive().name() << " on inputs of shapes";
+    for (auto& x : real_inputs) shapes << " " << x.shape();
+    shapes << ": it was traced on";
+    for (auto& x : a.inputs()) shapes << " " << x.shape();
+    throw ShapelessMismatch(error_message("compile", shapes.str(), " and its checks or parameters hold those shapes."));
   }
   auto shapes = a.primitive().output_shapes(real_inputs);
   if (typeid(a.primitive()) == typeid(Reshape) && !real_inputs.empty()) {

@@ -473,12 +473,21 @@ StageLayout stage_layout(int dk, int item) {
   return stage_layout(item, dk, dk, dk, kChunk);
 }
 
-/// The state row a state-pass block reads and writes: b, or the pool row slots[b] (-1, and
-/// the error recorded, when it is outside the pool or named twice). Every thread calls it.
+/// Where a state-pass block works: state rows j0 .. j0 + 15 of value head h (key head hk)
+/// of sequence b, bh = b · Hv + h, and `from`, the state row it reads and writes: b, or the
+/// pool row slots[b] (-1, the error recorded, when it is outside the pool or named twice:
+/// the whole block leaves). Every thread calls it (the slot check has a barrier).
+struct StateBlock {
+  int j0, bh, b, h, hk;
+  int64_t from;
+};
+
 template <typename T, typename S>
-__device__ __forceinline__ int64_t state_row(const StateArgs<T, S>& a, int b) {
-  if (a.slots == nullptr) return b;
-  return slot_row(a.slots, gridDim.y / a.hv, b, a.pool, a.err, threadIdx.x == 0 && blockIdx.x == 0);
+__device__ __forceinline__ StateBlock state_block(const StateArgs<T, S>& a) {
+  const int bh = blockIdx.y, b = bh / a.hv, h = bh % a.hv;
+  const int64_t from =
+      a.slots == nullptr ? b : slot_row(a.slots, gridDim.y / a.hv, b, a.pool, a.err, threadIdx.x == 0 && blockIdx.x == 0);
+  return {int(blockIdx.x) * kRows, bh, b, h, h / (a.hv / a.hk), from};
 }
 
 /// Starts the asynchronous copies of chunk n's operands for state rows j0.. j0 + 15 of (b, h)
@@ -518,6 +527,23 @@ __device__ void load_chunk_operands(const StateArgs<T, S>& a, const StageLayout&
   cu::cp_async_commit();
 }
 
+/// Chunk operands of one stage in shared memory (laid out by L): W, Q, K, P, U and the
+/// (G, sign) pairs D.
+template <typename T>
+struct StageOperands {
+  const float* w;
+  const T *q, *k;
+  const float *p, *u;
+  const float2* decay;
+};
+
+template <typename T>
+__device__ __forceinline__ StageOperands<T> stage_operands(const unsigned char* base, const StageLayout& L) {
+  return {reinterpret_cast<const float*>(base + L.w), reinterpret_cast<const T*>(base + L.q),
+          reinterpret_cast<const T*>(base + L.k),     reinterpret_cast<const float*>(base + L.p),
+          reinterpret_cast<const float*>(base + L.u), reinterpret_cast<const float2*>(base + L.decay)};
+}
+
 /// Waits for chunk n's operands in stage n % kSt, first starting chunk n + 1's copies when
 /// there are two stages (into the buffer chunk n − 1 used: the caller's barrier at the end
 /// of each chunk means every thread is done with it). The caller's barrier follows.
@@ -551,9 +577,8 @@ template <typename T, typename S>
 __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateArgs<T, S> a, StageLayout L) {
   extern __shared__ __align__(16) unsigned char state_smem[];
   constexpr int kSt = kStages<T>;
-  const int tid = threadIdx.x, j0 = blockIdx.x * kRows, bh = blockIdx.y;
-  const int b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
-  const int64_t from = state_row(a, b);
+  const int tid = threadIdx.x;
+  const auto [j0, bh, b, h, hk, from] = state_block(a);
   if (from < 0) return; // the whole block: every thread has this b
   const int lds = a.dk + 4;
   float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
@@ -581,13 +606,7 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_kernel(StateA
   for (int n = 0; n < a.chunks; ++n) {
     stage_chunk<kSt>(n, a.chunks, load_chunk);
     __syncthreads(); // every thread's copies of chunk n and the state rows are visible
-    const unsigned char* base = stages + (n % kSt) * L.bytes;
-    const float* W = reinterpret_cast<const float*>(base + L.w);
-    const T* Q = reinterpret_cast<const T*>(base + L.q);
-    const T* K = reinterpret_cast<const T*>(base + L.k);
-    const float* P = reinterpret_cast<const float*>(base + L.p);
-    const float* U = reinterpret_cast<const float*>(base + L.u);
-    const float2* D = reinterpret_cast<const float2*>(base + L.decay);
+    const auto [W, Q, K, P, U, D] = stage_operands<T>(stages + (n % kSt) * L.bytes, L);
 
     // V' = U − W Sᵀ and Q Sᵀ, one pass over the state's row j.
     constexpr int R = kStepsPerThread;
@@ -701,9 +720,7 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(Sta
   constexpr int kSt = kStages<T>;
   constexpr bool kExactInputs = sizeof(T) == 2; // f16 and bf16 values are tf32 values
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
-  const int j0 = blockIdx.x * kRows, bh = blockIdx.y;
-  const int b = bh / a.hv, h = bh % a.hv, hk = h / (a.hv / a.hk);
-  const int64_t from = state_row(a, b);
+  const auto [j0, bh, b, h, hk, from] = state_block(a);
   if (from < 0) return; // the whole block: every thread has this b
   const int lds = a.dk + 4;
   float* ssh = reinterpret_cast<float*>(state_smem); // [16][Dk + 4]: the rows of S
@@ -719,18 +736,22 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(Sta
   const bool holds_state = warp >= 8;
   const int su = warp - 8;
   float s[2][4] = {};
-  if (holds_state) {
+  // f(i, e, row, column of S) for each of this warp's state elements inside Dk.
+  auto for_state = [&](auto&& f) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int d = 8 * (su + 8 * i) + 2 * tq;
       if (d >= a.dk) continue;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = g + 8 * (e / 2), col = d + e % 2;
-        s[i][e] = cu::to_acc(a.state[((from * a.hv + h) * a.dv + j0 + row) * a.dk + col]);
-        ssh[row * lds + col] = s[i][e];
-      }
+      for (int e = 0; e < 4; ++e) f(i, e, g + 8 * (e / 2), d + e % 2);
     }
+  };
+  const int64_t state0 = (from * a.hv + h) * a.dv + j0; // S's first row in the state arrays
+  if (holds_state) {
+    for_state([&](int i, int e, int row, int col) {
+      s[i][e] = cu::to_acc(a.state[(state0 + row) * a.dk + col]);
+      ssh[row * lds + col] = s[i][e];
+    });
   }
   // Phase 1's tile: rows (steps) 16 m1 + g (+ 8), columns (state rows) 8 n1 + 2 tq (+ 1).
   const bool q_side = warp >= 8;
@@ -740,13 +761,7 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(Sta
   for (int n = 0; n < a.chunks; ++n) {
     stage_chunk<kSt>(n, a.chunks, load_chunk);
     __syncthreads(); // chunk n's operands and S's rows are visible
-    const unsigned char* base = stages + (n % kSt) * L.bytes;
-    const float* W = reinterpret_cast<const float*>(base + L.w);
-    const T* Q = reinterpret_cast<const T*>(base + L.q);
-    const T* K = reinterpret_cast<const T*>(base + L.k);
-    const float* P = reinterpret_cast<const float*>(base + L.p);
-    const float* U = reinterpret_cast<const float*>(base + L.u);
-    const float2* D = reinterpret_cast<const float2*>(base + L.decay);
+    const auto [W, Q, K, P, U, D] = stage_operands<T>(stages + (n % kSt) * L.bytes, L);
     const float2 last = D[kChunk - 1]; // steps past T add nothing to G: this is the last step's
 
     // Phase 1: W Sᵀ (warps 0-7) or Q Sᵀ (warps 8-15).
@@ -827,26 +842,12 @@ __global__ void __launch_bounds__(kStateThreads) gated_delta_state_tc_kernel(Sta
           mma_3xtf32(s[i], fa, fb, false, kExactInputs);
         }
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int d = 8 * (su + 8 * i) + 2 * tq;
-        if (d >= a.dk) continue;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) ssh[(g + 8 * (e / 2)) * lds + d + e % 2] = s[i][e];
-      }
+      for_state([&](int i, int e, int row, int col) { ssh[row * lds + col] = s[i][e]; });
     }
     __syncthreads(); // the new S is visible; chunk n's buffer and the [C][24] tiles may be reused
   }
   if (holds_state) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int d = 8 * (su + 8 * i) + 2 * tq;
-      if (d >= a.dk) continue;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        a.states[((from * a.hv + h) * a.dv + j0 + g + 8 * (e / 2)) * a.dk + d + e % 2] = cu::store_as<S>(s[i][e]);
-      }
-    }
+    for_state([&](int i, int e, int row, int col) { a.states[(state0 + row) * a.dk + col] = cu::store_as<S>(s[i][e]); });
   }
 }
 
