@@ -304,6 +304,30 @@ TEST(FastGatedDelta, SlotsOfAPool) {
       }
     }
   }
+  // An empty pool: every slot is outside it, std::out_of_range on the kernel's route and on the
+  // fallback's (v in float16; its take would refuse the empty axis with invalid_argument).
+  for (Dtype vt : {float32, float16}) {
+    const Case c{3, 4, 1, 2, 32, 16};
+    const Inputs in = make_inputs(c, float32, float32);
+    const array empty = zeros({0, c.hv, c.dv, c.dk});
+    expect_throws_naming<std::out_of_range>(
+        [&] {
+          auto [y, updated] = fast::gated_delta_slots(in.q, in.k, astype(in.v, vt), in.g, in.beta, empty,
+                                                      array({0, 1, 2}, int32));
+          eval({y, updated});
+        },
+        "gated_delta_slots");
+    // No sequences, no slots: nothing to refuse.
+    auto none = [](const array& x) {
+      Shape end = x.shape();
+      end[0] = 0;
+      return slice(x, Shape(x.ndim(), 0), end);
+    };
+    auto [y, updated] = fast::gated_delta_slots(none(in.q), none(in.k), none(astype(in.v, vt)), none(in.g),
+                                                none(in.beta), empty, array({}, int32));
+    eval({y, updated});
+    EXPECT_EQ(updated.shape(), empty.shape());
+  }
   const Case c{3, 4, 1, 2, 32, 16};
   const Inputs in = make_inputs(c, float32, float32);
   const array pool = zeros({pool_size, c.hv, c.dv, c.dk});
@@ -651,6 +675,20 @@ TEST(FastGatedDelta, VmapFoldsIntoTheBatch) {
           return std::vector<array>{y, s};
         },
         batched, axes, 1e-5, 1e-5);
+  }
+  // An empty mapped axis: n = 0 calls, outputs [0, B, ...] (the fold once divided by n).
+  for (bool steps : {false, true}) {
+    const Inputs one = make_inputs(c, float32, float32);
+    const array q0 = zeros({0, c.b, c.t, c.hk, c.dk});
+    auto out = vmap(
+        [&](const std::vector<array>& x) {
+          auto [y, s] = steps ? fast::gated_delta_steps(x[0], one.k, one.v, one.g, one.beta, one.state)
+                              : fast::gated_delta(x[0], one.k, one.v, one.g, one.beta, one.state);
+          return std::vector<array>{y, s};
+        },
+        {0})({q0});
+    eval(out);
+    EXPECT_EQ(out[0].shape(), (Shape{0, c.b, c.t, c.hv, c.dv}));
   }
   // The slots mode over one shared pool batches its fallback.
   const array pool = randn({5, c.hv, c.dv, c.dk}, float32);

@@ -389,7 +389,8 @@ std::pair<array, array> gated_delta_steps(
 /// integers in [-P, P) (negative ones count from the end), distinct. Returns {y, the updated
 /// pool} (rows not named by slots are the pool's). Throws std::invalid_argument naming
 /// gated_delta_slots for a pool or slots of the wrong shape or non-integer slots (and as
-/// gated_delta for the rest), std::out_of_range at evaluation for a slot outside the pool,
+/// gated_delta for the rest), std::out_of_range at evaluation for a slot outside the pool
+/// (at the call when the pool is empty and slots are not),
 /// and std::invalid_argument at evaluation for two slots naming one row (their sequences would
 /// race on it; the kernels check, on the CPU and the GPU). Kernels: as gated_delta, the named
 /// rows read and written in the same pass, into the pool's own buffer when nothing else

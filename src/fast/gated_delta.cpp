@@ -199,6 +199,11 @@ std::pair<array, array> gated_delta_slots(
         op, "slots must be [", q.shape(0), "] integers (one pool row per sequence); got ", slots.dtype(), " ",
         slots.shape(), ".");
   }
+  if (pool.shape(0) == 0 && slots.size() > 0) {
+    // Every slot is outside an empty pool. Said here, so both routes throw the same type (the
+    // fallback's take would refuse the empty axis with std::invalid_argument).
+    throw_out_of_range(op, "slots index an empty pool ", pool.shape(), ".");
+  }
   const array sl = fast::detail::saturate_to_int32(slots, s); // out of range stays out of range
   const Stream stream = to_stream(s);
   auto out = fast::record_or_fallback(
@@ -323,9 +328,11 @@ std::pair<std::vector<array>, std::vector<int>> GatedDelta::vmap(
   const auto& [y, states] = mode_ == GatedDeltaMode::steps
       ? fast::gated_delta_steps(folded[0], folded[1], folded[2], folded[3], folded[4], folded[5], s)
       : fast::gated_delta(folded[0], folded[1], folded[2], folded[3], folded[4], folded[5], s);
+  // Each call's B from q's folded rows, not by dividing by n: n may be 0.
+  const int b = axes[0] >= 0 ? inputs[0].shape(axes[0] == 0 ? 1 : 0) : inputs[0].shape(0);
   auto unfold = [&](const array& x) {
     Shape shape = x.shape();
-    shape[0] /= n;
+    shape[0] = b;
     shape.insert(shape.begin(), n);
     return reshape(x, shape, s);
   };
