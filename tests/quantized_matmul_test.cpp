@@ -102,6 +102,46 @@ TEST(QuantizedMatmul, EveryFormatAgainstDequantizedMatmul) {
   }
 }
 
+// Untransposed w has K rows, any count (MLX's test_non_multiples: K 33 and 3): the CPU
+// kernel for fewer than 64 rows of x steps over w's rows four at a time, and once read past
+// the last row of w and of each row of x. Here w is the first K rows of a larger packed
+// matrix and x rows of a wider one, so reading past either gives wrong values. Also through
+// the x-gradient of a transposed product with 37 outputs (its vjp is the untransposed
+// product with K = 37), and through gather_qmm.
+TEST(QuantizedMatmul, UntransposedRowsOfAnyCount) {
+  for (const auto& f : {Format{"affine", 64, 4}, Format{"affine", 32, 3}, Format{"mxfp4", 32, 4},
+                        Format{"nvfp4", 16, 4}}) {
+    for (int K : {1, 3, 33, 37}) {
+      for (Dtype dt : {float32, bfloat16}) {
+        SCOPED_TRACE(f.mode + " bits " + std::to_string(f.bits) + " K " + std::to_string(K) + " " +
+                     std::string(dtype_name(dt)));
+        const int N = 128;
+        QWeight big = make_weight({K + 3, N}, f, dt);
+        QWeight w = big;
+        w.w_q = slice(big.w_q, {0, 0}, {K, big.w_q.shape(1)});
+        w.scales = slice(big.scales, {0, 0}, {K, big.scales.shape(1)});
+        if (big.biases) w.biases = slice(*big.biases, {0, 0}, {K, big.biases->shape(1)});
+        const array wide = astype(randn({5, K + 3}), dt);
+        const array x = slice(wide, {0, 0}, {5, K});
+        array out = quantized_matmul(x, w.w_q, w.scales, w.biases, false, f.group_size, f.bits, f.mode);
+        expect_near_scaled(out, reference(x, w, false), tol_for(dt));
+        array gathered = gather_qmm(expand_dims(x, 0), w.w_q, w.scales, w.biases, std::nullopt, std::nullopt, false,
+                                    f.group_size, f.bits, f.mode);
+        expect_near_scaled(squeeze(gathered, 0), reference(x, w, false), tol_for(dt));
+      }
+    }
+  }
+  const Format f{"affine", 64, 4};
+  QWeight w = make_weight({37, 128}, f);
+  const array x = randn({4, 128});
+  auto loss = [&](const array& xs) {
+    return sum(square(quantized_matmul(xs, w.w_q, w.scales, w.biases, true, f.group_size, f.bits, f.mode)));
+  };
+  // d/dx sum(y²) = 2 y · W (W the dequantized weight, N x K).
+  const array want = matmul(multiply(array(2.0), reference(x, w, true)), w.dense());
+  expect_near_scaled(grad(loss)(x), want, 2e-4);
+}
+
 // From 64 rows the CPU dequantizes blocks of w and multiplies them with sgemm (qdot.h's
 // qmm_blas): 70 rows, N over two blocks of 512 (and a partial one), both layouts, a half
 // type (staged in float32), against the float64 product of the dequantized weight.

@@ -508,7 +508,8 @@ void qmm(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>
   const int64_t blocks = (N + cb - 1) / cb;
   split_work(blocks, R * N * K, [&](int64_t b0, int64_t b1) {
     // Four rows of w decoded at a time, so that an accumulator is loaded and stored once
-    // per four products (K is a multiple of 16).
+    // per four products. K (w's rows here) is any size: the last step's missing rows are
+    // zeros with zero coefficients, and nothing past w or a row of x is read.
     std::vector<float> buf(static_cast<size_t>(4 * cb));
     std::vector<float> acc(static_cast<size_t>(chunk * cb));
     vectorized([&] {
@@ -518,14 +519,17 @@ void qmm(const QMatrix& w, bool transpose, int64_t N, int64_t K, const RowSet<T>
           const int64_t nr = std::min(R - r0, kRowChunk);
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int64_t k = 0; k < K; k += 4) {
-            for (int j = 0; j < 4; ++j) decode_groups<S>(w, k + j, c0 / gs, (c0 + cols) / gs, buf.data() + j * cb);
+            const int kk = static_cast<int>(std::min<int64_t>(4, K - k));
+            for (int j = 0; j < kk; ++j) decode_groups<S>(w, k + j, c0 / gs, (c0 + cols) / gs, buf.data() + j * cb);
+            if (kk < 4) std::fill(buf.begin() + kk * cb, buf.end(), 0.0f);
             const float* b0p = buf.data();
             const float* b1p = b0p + cb;
             const float* b2p = b1p + cb;
             const float* b3p = b2p + cb;
             for (int64_t i = 0; i < nr; ++i) {
               const float* xi = rows.x[r0 + i] + k;
-              const float a0 = xi[0], a1 = xi[1], a2 = xi[2], a3 = xi[3];
+              const float a0 = xi[0], a1 = kk > 1 ? xi[1] : 0.0f, a2 = kk > 2 ? xi[2] : 0.0f,
+                          a3 = kk > 3 ? xi[3] : 0.0f;
               float* ai = acc.data() + i * cb;
               for (int64_t c = 0; c < cols; c += kLanes) {
                 f32x16 v = load<f32x16>(ai + c);
