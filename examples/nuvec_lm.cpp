@@ -86,7 +86,9 @@ const char* kUsage =
     "  --no-prefix-sharing     do not share equal prompt blocks between requests\n"
     "  --prefix-state-rows N   hybrid models: Gated DeltaNet state snapshots kept for prefix\n"
     "                          sharing (default max-running / 8; 0: no sharing for them)\n"
-    "  --threads N             HTTP connections served at once (default 128)\n"
+    "  --threads N             HTTP connections served at once (default 512); one more waits,\n"
+    "                          /health included\n"
+    "  --max-model-len N       the context offered, prompt and completion (default: the model's)\n"
     "  --log                   a line on stderr per request\n"
     "  --dtype T  --device cpu|gpu   as generate\n"
     "\n"
@@ -266,6 +268,7 @@ int generate_batch_file(const Flags& f, const lm::GenerationOptions& o) {
   int number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back(); // a file with CRLF line ends
     if (!line.empty()) {
       prompts.push_back(line);
       line_numbers.push_back(number);
@@ -417,7 +420,7 @@ int cmd_serve(int argc, char** argv) {
   Flags f = parse(argc, argv, {"no-prefix-sharing", "no-cuda-graphs", "log"},
                   {"model", "host", "port", "model-name", "chat-template", "block-size", "num-blocks",
                    "gpu-memory-fraction", "max-batch-tokens", "max-running", "prefix-state-rows", "threads", "dtype",
-                   "device"});
+                   "device", "max-model-len"});
   if (!f.has("model")) {
     usage_error("serve needs --model");
   }
@@ -426,6 +429,7 @@ int cmd_serve(int argc, char** argv) {
   so.host = f.get("host", so.host);
   so.port = int(f.number("port", so.port, 0, 65535));
   so.threads = int(f.number("threads", so.threads, 1, 4096));
+  so.max_model_len = int(f.number("max-model-len", 0, 1, 1e9));
   so.log_requests = f.has("log");
   std::string dir = f.get("model");
   while (dir.size() > 1 && dir.back() == '/') {

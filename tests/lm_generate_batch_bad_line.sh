@@ -2,7 +2,8 @@
 # nuvec-lm generate --batch with a line too long for the model's context between two good
 # ones and a blank line: the good lines (index 0 and 2, file lines 1 and 4) generate their
 # tokens, the long line (index 1, line 2) alone reports the engine's refusal, and the run
-# exits 1 because a line failed. A file without prompts exits 1 too.
+# exits 1 because a line failed. The last line ends in CRLF, whose CR is not part of the
+# prompt. A file without prompts exits 1 too.
 # Usage: lm_generate_batch_bad_line.sh NUVEC_LM MODEL_DIR SCRATCH_PREFIX
 set -u
 lm=$1 model=$2 scratch=$3
@@ -12,7 +13,7 @@ lm=$1 model=$2 scratch=$3
   while [ $i -lt 300 ]; do printf 'word '; i=$((i + 1)); done
   echo
   echo
-  echo 'and again'
+  printf 'and again\r\n'
 } > "$scratch.txt"
 "$lm" generate --model "$model" --batch "$scratch.txt" --max-tokens 4 --ignore-eos --device cpu > "$scratch.out"
 rc=$?
@@ -24,6 +25,7 @@ grep -q '"completion_tokens":0,"finish_reason":"error: \[lm.Engine\] the prompt 
 grep -q '"index":0,' "$scratch.out" && grep -q '"index":2,' "$scratch.out" || { echo "missing lines"; exit 1; }
 grep -q '"index":1,"line":2,' "$scratch.out" && grep -q '"index":2,"line":4,' "$scratch.out" ||
   { echo "expected the file's line numbers beside the indices"; exit 1; }
+grep -q '"prompt":"and again"' "$scratch.out" || { echo "expected the CRLF line's prompt without its CR"; exit 1; }
 : > "$scratch.empty"
 "$lm" generate --model "$model" --batch "$scratch.empty" --max-tokens 4 --device cpu > /dev/null 2> "$scratch.err"
 rc=$?

@@ -209,6 +209,11 @@ TEST_F(ServeTest, HealthAndModels) {
   ASSERT_TRUE(other);
   EXPECT_EQ(other->status, 404);
   EXPECT_EQ(json::parse(other->body)["error"]["code"], "model_not_found");
+  auto empty = client()->Get("/v1/models/"); // no name: no such model (it was a 405 for GET)
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->status, 404);
+  EXPECT_EQ(json::parse(empty->body)["error"]["code"], "model_not_found");
+  EXPECT_EQ(health["preemptions"], 0);
   auto none = client()->Get("/v1/nothing");
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 404);
@@ -481,6 +486,12 @@ TEST_F(ServeTest, MalformedRequestsGetErrors) {
       {K, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400, "messages"},
       {K, R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 3})", 400,
        "chat_template_kwargs"},
+      // The request's messages are the template's: kwargs may not replace them.
+      {K, R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}})", 400,
+       "chat_template_kwargs"},
+      // max_tokens is checked even when max_completion_tokens is what counts.
+      {K, R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 4, "max_tokens": "bad"})",
+       400, "max_tokens"},
       {K, json({{"messages", {{{"role", "user"}, {"content", huge}}}}}).dump(), 400, "messages", "context_length_exceeded"},
   };
   // Parameters of the wrong type or out of range, beside a good prompt.
@@ -630,6 +641,43 @@ TEST(ServeOptionsTest, BadOptionsThrow) {
   o = ServeOptions();
   o.model_name = "";
   EXPECT_THROW((Server{engine, loaded.second, o}), std::invalid_argument);
+  const int context = loaded.first.config().max_position_embeddings;
+  for (int len : {-1, context + 1}) {
+    o = ServeOptions();
+    o.max_model_len = len;
+    EXPECT_THROW((Server{engine, loaded.second, o}), std::invalid_argument) << len;
+  }
+  // A KV pool that cannot hold one request of the whole context (8 blocks of 16 against 256
+  // positions) is refused at the start, as vLLM does, unless max_model_len fits it; then a
+  // request past that context gets context_length_exceeded.
+  {
+    EngineOptions small;
+    small.num_blocks = 8;
+    small.block_size = 16;
+    Engine tight(loaded.first, small);
+    ASSERT_LT(8 * 16, context - 1);
+    o = ServeOptions();
+    o.port = 0;
+    try {
+      Server refused(tight, loaded.second, o);
+      ADD_FAILURE() << "a pool smaller than the context was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("KV pool"), std::string::npos) << e.what();
+    }
+    o.max_model_len = 8 * 16 + 1;
+    tight.start();
+    Server fits(tight, loaded.second, o);
+    httplib::Client c("127.0.0.1", fits.start());
+    auto ok = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 4})", "application/json");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200) << ok->body;
+    auto past = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 200})", "application/json");
+    ASSERT_TRUE(past);
+    EXPECT_EQ(past->status, 400) << past->body;
+    EXPECT_EQ(json::parse(past->body)["error"]["code"], "context_length_exceeded");
+    fits.stop();
+    tight.stop();
+  }
   // A port already taken.
   o = ServeOptions();
   o.port = 0;

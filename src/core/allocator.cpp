@@ -30,6 +30,15 @@ namespace {
 constexpr size_t kHeader = 64;
 constexpr size_t kAlign = 64;
 
+// Under AddressSanitizer every buffer is an allocation of its exact size, never cached, so
+// that a kernel reading or writing past a buffer's end meets ASan's redzone instead of a
+// rounded-up or recycled block (scripts/asan_check.sh).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kExactBlocks = true;
+#else
+constexpr bool kExactBlocks = false;
+#endif
+
 size_t physical_memory() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGE_SIZE);
@@ -39,6 +48,7 @@ size_t physical_memory() {
 class CachingAllocator : public allocator::Allocator {
  public:
   allocator::Buffer malloc(size_t size) override {
+    if constexpr (kExactBlocks) return exact_block(size);
     size_t rounded = round(size);
     std::unique_lock<std::mutex> lk(mtx_);
     void* block = nullptr;
@@ -92,7 +102,7 @@ class CachingAllocator : public allocator::Allocator {
     size_t size = *static_cast<size_t*>(block);
     std::lock_guard<std::mutex> lk(mtx_);
     active_memory_ -= size;
-    if (cache_memory_ + size <= cache_limit_) {
+    if (!kExactBlocks && cache_memory_ + size <= cache_limit_) {
       if (size < kSmallLimit) {
         small_[size / kAlign].push_back(block);
         small_used_[size / kAlign / 64] |= uint64_t(1) << (size / kAlign % 64);
@@ -123,6 +133,21 @@ class CachingAllocator : public allocator::Allocator {
   size_t memory_limit_{physical_memory() + physical_memory() / 2};
 
  private:
+  // kExactBlocks' malloc: posix_memalign, as ASan's aligned_alloc wants a size that is a
+  // multiple of the alignment.
+  allocator::Buffer exact_block(size_t size) {
+    void* block = nullptr;
+    if (posix_memalign(&block, kAlign, kHeader + size) != 0) {
+      std::ostringstream msg;
+      msg << "[malloc] unable to allocate " << size << " bytes.";
+      throw std::runtime_error(msg.str());
+    }
+    *static_cast<size_t*>(block) = size;
+    std::lock_guard<std::mutex> lk(mtx_);
+    active_memory_ += size;
+    peak_memory_ = std::max(peak_memory_, active_memory_);
+    return allocator::Buffer(static_cast<char*>(block) + kHeader);
+  }
   static size_t round(size_t size) {
     if (size == 0) return kAlign;
     // Small blocks to 64 bytes; large ones to 4 KiB pages, so the cache matches well.

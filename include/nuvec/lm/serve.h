@@ -26,7 +26,13 @@ struct ServeOptions {
   std::string model_name = "model"; ///< The id /v1/models lists; a request naming another model gets 404.
   /// The template of /v1/chat/completions (absent: chat requests get 400 "no chat template").
   std::optional<ChatTemplate> chat_template;
-  int threads = 128;                ///< HTTP worker threads: connections served at once (>= 1).
+  /// HTTP worker threads: connections served at once (>= 1). Each open connection holds one
+  /// (a stream for its whole length), and a connection past them waits for a free one,
+  /// /health included: give at least the concurrent clients expected.
+  int threads = 512;
+  /// The context offered to requests, prompt and completion together (vLLM's
+  /// max_model_len); 0: the model's max_position_embeddings. At most that.
+  int max_model_len = 0;
   size_t max_body_bytes = 16 << 20; ///< Larger request bodies get 413.
   int default_max_tokens = 16;      ///< /v1/completions' max_tokens when absent (OpenAI's default);
                                     ///< chat completions default to the rest of the context.
@@ -41,7 +47,9 @@ class Server {
   /// A server for `engine` (whose model it serves) and `tokenizer` (the model's; it encodes
   /// prompts and decodes outputs). Both must outlive the server. Throws
   /// std::invalid_argument ("[lm.serve] ...") for bad options (threads < 1, a port outside
-  /// [0, 65535], an empty model_name).
+  /// [0, 65535], an empty model_name, max_model_len outside [0, max_position_embeddings]) and
+  /// for an engine whose KV pool cannot hold one request of the full context (vLLM refuses
+  /// to start then too: such requests could never run).
   Server(Engine& engine, const Tokenizer& tokenizer, ServeOptions options);
   /// Stops the server (stop()).
   ~Server();

@@ -295,6 +295,11 @@ std::vector<int> chat_prompt(const ordered_json& body, const ProtocolContext& co
     if (!kw->is_object()) {
       bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     }
+    if (kw->contains("messages")) {
+      // The template's messages are the request's (vLLM passes them apart, so naming them
+      // again fails there too); add_generation_prompt and the rest may be overridden.
+      bad("chat_template_kwargs", "'chat_template_kwargs' must not hold 'messages'; the request's messages are used");
+    }
     extra = *kw;
   }
   std::string text;
@@ -360,6 +365,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text, con
   const char* max_name = "max_tokens";
   if (endpoint == Endpoint::chat && field(body, "max_completion_tokens")) {
     max_name = "max_completion_tokens";
+    integer(body, "max_tokens", 0, 1, std::numeric_limits<int32_t>::max()); // checked, though unused
   }
   // Asked for more than the context holds: refused, as OpenAI and vLLM do; the default (16 for
   // completions, the rest of the context for chat) is cut to fit.

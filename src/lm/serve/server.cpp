@@ -38,7 +38,7 @@ void answer_error(httplib::Response& res, const ApiError& e) {
 
 // The method a route of this server takes, or null for a path it does not serve.
 const char* allowed_method(const std::string& path) {
-  if (path == "/health" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) return "GET";
+  if (path == "/health" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) return "GET"; // any name
   if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
   return nullptr;
 }
@@ -65,7 +65,7 @@ struct Server::Impl {
     protocol.tokenizer = &tokenizer;
     protocol.chat_template = options.chat_template ? &*options.chat_template : nullptr;
     protocol.model_name = options.model_name;
-    protocol.context_length = config.max_position_embeddings;
+    protocol.context_length = options.max_model_len > 0 ? options.max_model_len : config.max_position_embeddings;
     protocol.vocab_size = config.vocab_size;
     protocol.default_max_tokens = options.default_max_tokens;
     routes();
@@ -91,14 +91,18 @@ struct Server::Impl {
                           {"total_blocks", s.total_blocks},
                           {"free_state_slots", s.free_state_slots},
                           {"state_slots", s.state_slots},
-                          {"prefix_states", s.prefix_states}};
+                          {"prefix_states", s.prefix_states},
+                          {"steps", s.steps},
+                          {"preemptions", s.preemptions},
+                          {"shared_block_hits", s.shared_block_hits}};
       res.set_content(serve::dump(j), "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(serve::dump(serve::models_json(options.model_name, created)), "application/json");
     });
-    // OpenAI's models.retrieve; a model name may hold '/' (organisation/name).
-    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    // OpenAI's models.retrieve; a model name may hold '/' (organisation/name); an empty one is
+    // no model either.
+    http.Get(R"(/v1/models/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
       if (req.matches[1] != options.model_name) {
         answer_error(res, ApiError(404, "The model '" + std::string(req.matches[1]) + "' does not exist; this server serves '" +
                                             options.model_name + "'",
@@ -276,6 +280,22 @@ Server::Server(Engine& engine, const Tokenizer& tokenizer, ServeOptions options)
   }
   if (options.model_name.empty()) {
     fail_options("model_name is empty");
+  }
+  const int max_len = engine.model().config().max_position_embeddings;
+  if (options.max_model_len < 0 || options.max_model_len > max_len) {
+    fail_options("max_model_len must be in [0, " + std::to_string(max_len) + "] (0: the model's context); got " +
+                 std::to_string(options.max_model_len));
+  }
+  // A request of the whole context computes context − 1 positions (the last token is never
+  // fed back): the engine refuses one that needs more blocks than the pool has, so a pool
+  // smaller than that would refuse requests the protocol lets through.
+  const int context = options.max_model_len > 0 ? options.max_model_len : max_len;
+  const int block = engine.options().block_size, blocks = engine.stats().total_blocks;
+  if (int64_t(blocks) * block < context - 1) {
+    fail_options("the KV pool holds " + std::to_string(int64_t(blocks) * block) + " positions (" +
+                 std::to_string(blocks) + " blocks of " + std::to_string(block) + "), fewer than one request of the " +
+                 std::to_string(context) + "-token context needs (" + std::to_string(context - 1) +
+                 "); give more KV blocks or a smaller max_model_len");
   }
   impl_ = std::make_unique<Impl>(engine, tokenizer, std::move(options));
 }
