@@ -13,7 +13,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=None -DNUVEC_BUILD_CUDA=OFF
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null || exit 1
 if [ $# -gt 0 ]; then tests=("$@"); else
-  mapfile -t tests < <(ninja -C build-asan -t targets all | sed -n 's/^\([a-z0-9_]*_test\): phony$/\1/p' | sort -u)
+  mapfile -t tests < <(ninja -C build-asan -t targets all | grep -v '^cmake_' | sed -n 's/^\([a-z0-9_]*_test\): phony$/\1/p' | sort -u)
 fi
 cmake --build build-asan -j "$(nproc)" --target "${tests[@]}" nuvec-lm || exit 1
 status=0

@@ -503,13 +503,40 @@ TEST(NnQuantized, FashionMnistMlpKeepsItsAccuracyAt4Bits) {
 
 TEST(NnQuantized, UnfreezeKeepsPackedWeightsFrozen) {
   // Fine-tuning a quantized model: unfreeze() must not make the packed words trainable (they
-  // have no gradient), while the bias becomes trainable and a step works.
+  // have no gradient), nor the fp modes' uint8 scale codes; affine scales and biases have a
+  // gradient and unfreeze as in MLX (test_nn.py's test_quantize_freeze: unfreeze(keys=
+  // ["scales"]) leaves something trainable); the bias becomes trainable and a step works.
+  {
+    nuvec::nn::QuantizedLinear fp(64, 8, false, std::nullopt, std::nullopt, "mxfp4");
+    fp.unfreeze();
+    EXPECT_TRUE(fp.trainable_parameters().empty());
+    nuvec::nn::QuantizedLinear by_name(64, 8, false);
+    by_name.unfreeze({"scales"});
+    auto t = by_name.trainable_parameters();
+    EXPECT_EQ(t.size(), 1u);
+    EXPECT_EQ(t.count("scales"), 1u);
+    // The scales' gradient through the layer: d/ds sum(x · Wᵀ) with W = s·q + b per group.
+    auto x = nuvec::random::normal({3, 64});
+    auto loss = [&](const nuvec::array& s) {
+      by_name.update({{"scales", s}});
+      return nuvec::sum(by_name(x));
+    };
+    const nuvec::array s0 = by_name.parameters().at("scales");
+    auto g = nuvec::grad(loss)(s0);
+    const double h = 1e-2;
+    std::vector<float> unit(s0.size(), 0.0f);
+    unit[5] = 1.0f; // scales of output 5 (one group a row at 64 inputs)
+    const nuvec::array e(unit.begin(), s0.shape(), nuvec::float32);
+    auto bump = [&](double d) { return loss(nuvec::add(s0, nuvec::multiply(nuvec::array(float(d)), e))).item<float>(); };
+    const double want = (bump(h) - bump(-h)) / (2 * h);
+    EXPECT_NEAR(nuvec::sum(nuvec::multiply(g, e)).item<float>(), want, 1e-2 * (1 + std::abs(want)));
+  }
   nuvec::nn::QuantizedLinear layer(64, 8, true);
   layer.unfreeze();
   auto trainable = layer.trainable_parameters();
   EXPECT_EQ(trainable.count("weight"), 0u);
-  EXPECT_EQ(trainable.count("scales"), 0u);
-  EXPECT_EQ(trainable.count("biases"), 0u);
+  EXPECT_EQ(trainable.count("scales"), 1u);
+  EXPECT_EQ(trainable.count("biases"), 1u);
   EXPECT_EQ(trainable.count("bias"), 1u);
   EXPECT_EQ(layer.parameters().count("weight"), 1u);
   auto x = nuvec::random::normal({3, 64});

@@ -15,6 +15,14 @@
 
 namespace nuvec::testing {
 
+/// Whether the CPU allocator caches freed blocks: not under AddressSanitizer, where each
+/// buffer is an exact-size block of its own (src/core/allocator.cpp, scripts/asan_check.sh).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kCachingAllocator = false;
+#else
+inline constexpr bool kCachingAllocator = true;
+#endif
+
 /// The test process's generator: seeded from NUVEC_TEST_SEED or the clock, printed once.
 inline std::mt19937_64& rng() {
   static std::mt19937_64 gen = [] {

@@ -65,11 +65,7 @@ QuantizedLinear::QuantizedLinear(
   // MLX: scale = math.sqrt(1 / input_dims); weight = uniform(-scale, scale), quantized.
   const double scale = std::sqrt(1.0 / static_cast<double>(input_dims));
   auto q = nuvec::quantize(init::uniform({output_dims, input_dims}, -scale, scale), p.group_size, p.bits, mode);
-  // The packed weight, scales and biases are buffers: saved and loaded with the parameters but
-  // never trainable, so they stay frozen through unfreeze() (there is no gradient for them).
-  register_buffer("weight", q[0]);
-  register_buffer("scales", q[1]);
-  if (q.size() > 2) register_buffer("biases", q[2]);
+  register_quantized(q);
   if (bias) register_parameter("bias", zeros({output_dims}));
   freeze();
 }
@@ -108,6 +104,19 @@ array QuantizedLinear::forward(const array& x) {
 }
 
 // ---------------------------------------------------------------------------------------
+// QuantizedModule
+
+void QuantizedModule::register_quantized(const std::vector<array>& q) {
+  register_buffer("weight", q[0]);
+  if (q.size() > 2) {
+    register_parameter("scales", q[1]);
+    register_parameter("biases", q[2]);
+  } else {
+    register_buffer("scales", q[1]); // uint8 codes: no gradient
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // QuantizedEmbedding
 
 QuantizedEmbedding::QuantizedEmbedding(
@@ -125,9 +134,7 @@ QuantizedEmbedding::QuantizedEmbedding(
   mode_ = mode;
   // MLX: weight = normal(0, sqrt(1 / dims)), quantized.
   auto q = nuvec::quantize(init::normal({num_embeddings, dims}, 0.0, std::sqrt(1.0 / dims)), p.group_size, p.bits, mode);
-  register_buffer("weight", q[0]); // buffers: frozen through unfreeze(), as QuantizedLinear's
-  register_buffer("scales", q[1]);
-  if (q.size() > 2) register_buffer("biases", q[2]);
+  register_quantized(q);
   freeze();
 }
 

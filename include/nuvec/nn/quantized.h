@@ -3,8 +3,11 @@
 // (uint32 words, per-group scales and, for "affine", biases; see ops.h) and used through
 // quantized_matmul / dequantize without materialising a float matrix. As in MLX, the packed
 // weight, scales and biases are frozen: value_and_grad and the optimizers leave them alone.
-// They are registered as buffers (saved and loaded with the parameters, listed by
-// parameters()), so unfreeze() leaves them frozen too; a QuantizedLinear's bias unfreezes.
+// The packed weight has no gradient, so it is a buffer (saved and loaded with the
+// parameters, listed by parameters(), frozen through unfreeze()); so are the fp modes' uint8
+// scales. Affine scales and biases have gradients (quantized_matmul's rule) and are frozen
+// parameters: unfreeze() or unfreeze({"scales", "biases"}) makes them trainable, as in MLX
+// (mlx-lm's DWQ trains them that way).
 // Source: MLX python/mlx/nn/layers/quantized.py (semantics, not code).
 #pragma once
 
@@ -12,11 +15,36 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nuvec/nn/layers.h"
 #include "nuvec/nn/module.h"
 
 namespace nuvec::nn {
+
+/// What QuantizedLinear and QuantizedEmbedding share: the format of their packed weight and
+/// how its parts are registered (see the header comment).
+class QuantizedModule : public Module {
+ public:
+  /// Values per scale (and bias).
+  int group_size() const { return group_size_; }
+  /// Bits per code.
+  int bits() const { return bits_; }
+  /// The quantization mode ("affine", "mxfp4", "mxfp8", "nvfp4").
+  const std::string& mode() const { return mode_; }
+
+ protected:
+  /// Registers quantize's {weight, scales[, biases]}: the packed words (and the fp modes'
+  /// scale codes) as buffers, affine scales and biases as parameters.
+  void register_quantized(const std::vector<array>& q);
+  /// The packed biases ("affine") or none (fp modes), read without walking the tree.
+  std::optional<array> packed_biases() const {
+    return has_param("biases") ? std::optional<array>(param("biases")) : std::nullopt;
+  }
+
+  int group_size_ = 0, bits_ = 0;
+  std::string mode_;
+};
 
 /// y = quantized_matmul(x, weight, scales, biases, transpose = true) + bias: Linear with a
 /// quantized weight. Parameters: "weight" uint32 (output_dims, input_dims * bits / 32),
@@ -28,7 +56,7 @@ namespace nuvec::nn {
 /// Throws std::invalid_argument ("[nn.QuantizedLinear] ...") for non-positive dims, an
 /// unknown mode, a group size or bit width the mode does not take, input_dims not divisible
 /// by the group size, or an input whose last dimension is not input_dims.
-class QuantizedLinear : public Module {
+class QuantizedLinear : public QuantizedModule {
  public:
   /// A layer with MLX's initial weight (uniform(-1/sqrt(input_dims), 1/sqrt(input_dims)),
   /// one key of the default sequence) quantized, and a zero bias. Every parameter, bias
@@ -60,33 +88,19 @@ class QuantizedLinear : public Module {
   int input_dims() const;
   /// The output size (the packed weight's rows).
   int output_dims() const;
-  /// Values per scale (and bias).
-  int group_size() const { return group_size_; }
-  /// Bits per code.
-  int bits() const { return bits_; }
-  /// The quantization mode ("affine", "mxfp4", "mxfp8", "nvfp4").
-  const std::string& mode() const { return mode_; }
-
- private:
-  /// The packed biases ("affine") or none (fp modes), read without walking the tree.
-  std::optional<array> packed_biases() const {
-    return has_param("biases") ? std::optional<array>(param("biases")) : std::nullopt;
-  }
-
-  int group_size_, bits_;
-  std::string mode_;
 };
 
 /// Embedding with a quantized table. forward(x) dequantizes the rows x of the table: integer
 /// x of any shape -> x.shape + (dims,), dtype: the scales' for "affine", bfloat16 for the fp
 /// modes (dequantize's defaults, as MLX). Parameters "weight" uint32 (num_embeddings, dims *
-/// bits / 32), "scales", "biases" ("affine" only), all frozen. Indices follow take's rule
+/// bits / 32), "scales", "biases" ("affine" only), all frozen (the header comment says which
+/// unfreeze). Indices follow take's rule
 /// (as Embedding): negative ones count from the end, and one outside [-num_embeddings,
 /// num_embeddings) raises std::out_of_range ("[take] ...") when evaluated. Throws
 /// std::invalid_argument ("[nn.QuantizedEmbedding]
 /// ...") for non-positive sizes, a format the mode does not take, dims not divisible by the
 /// group size, non-integer indices.
-class QuantizedEmbedding : public Module {
+class QuantizedEmbedding : public QuantizedModule {
  public:
   /// MLX's initial table (normal(0, 1/sqrt(dims)), one key of the default sequence)
   /// quantized; frozen.
@@ -117,21 +131,6 @@ class QuantizedEmbedding : public Module {
   int num_embeddings() const;
   /// The unquantized row size.
   int dims() const;
-  /// Values per scale (and bias).
-  int group_size() const { return group_size_; }
-  /// Bits per code.
-  int bits() const { return bits_; }
-  /// The quantization mode ("affine", "mxfp4", "mxfp8", "nvfp4").
-  const std::string& mode() const { return mode_; }
-
- private:
-  /// The packed biases ("affine") or none (fp modes), read without walking the tree.
-  std::optional<array> packed_biases() const {
-    return has_param("biases") ? std::optional<array>(param("biases")) : std::nullopt;
-  }
-
-  int group_size_, bits_;
-  std::string mode_;
 };
 
 /// Which layers nn::quantize converts: called with the layer's dotted path ("layers.0") and

@@ -80,7 +80,7 @@ void GatherMm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
   const array& b_in = inputs[1];
   const int64_t A = a_in.shape(0), M = a_in.shape(-2), K = a_in.shape(-1);
   const int64_t E = b_in.shape(0), N = b_in.shape(-1);
-  const auto plan = cpu::qdot::plan_gather(inputs[2], inputs[3], A, E, "gather_mm");
+  const auto plan = cpu::qdot::plan_gather(inputs[2], inputs[3], A, E, "gather_mm", "a", "b");
   if (!cpu::qdot::allocate_output(out)) return;
   dispatch_float_types(out.dtype(), "gather_mm", [&]<typename T>() {
     // U: the type the product runs in (float32 for the half types, as Matmul's kernel).

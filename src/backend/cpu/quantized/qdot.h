@@ -629,9 +629,11 @@ struct GatherPlan {
 
 /// The plan of batch indices lhs, rhs (uint32 (B)); throws std::out_of_range naming op for
 /// lhs[b] >= x_count or rhs[b] >= w_count (before any work). Entries are grouped stably by
-/// rhs whether or not the node was told they are sorted.
+/// rhs whether or not the node was told they are sorted. x_name, w_name: the operands as the
+/// op calls them in its messages (gather_mm's a and b).
 inline GatherPlan plan_gather(
-    const array& lhs, const array& rhs, int64_t x_count, int64_t w_count, const char* op) {
+    const array& lhs, const array& rhs, int64_t x_count, int64_t w_count, const char* op, const char* x_name = "x",
+    const char* w_name = "w") {
   GatherPlan p;
   const auto read = [](const array& a) {
     const array c = a.dtype() == uint32 && a.flags().row_contiguous ? a : contiguous_copy(a, uint32);
@@ -656,8 +658,8 @@ inline GatherPlan plan_gather(
       }
     }
   };
-  check(p.lhs, x_count, "lhs", "x");
-  check(p.rhs, w_count, "rhs", "w");
+  check(p.lhs, x_count, "lhs", x_name);
+  check(p.rhs, w_count, "rhs", w_name);
   const int64_t B = static_cast<int64_t>(p.rhs.size());
   p.order.resize(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) p.order[b] = b;
