@@ -319,6 +319,8 @@ TEST(LmEngine, SeededSamplingIsPerRequest) {
 
 // 10,000 random requests with random cancellations and early stops: each finishes once,
 // with a valid reason, and every block (and Gated DeltaNet state row) is free at the end.
+// A third of the prompts start with one of four 12-token prefixes, so blocks are shared, and
+// the pool is small enough that sequences are preempted: both happen (the stats say so).
 class EngineLeaks : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineLeaks, NoBlockLeaksUnderRandomCancellations) {
@@ -331,6 +333,13 @@ TEST_P(EngineLeaks, NoBlockLeaksUnderRandomCancellations) {
   std::mt19937 rng(1);
   const int n = 10000;
   auto ps = prompts(model.config().vocab_size, n, 77);
+  const auto prefixes = prompts(model.config().vocab_size, 4, 78);
+  for (int i = 0; i < n; i += 3) {
+    std::vector<int> p = prefixes[i % 4];
+    p.resize(12, 1);
+    p.insert(p.end(), ps[i].begin(), ps[i].begin() + std::min<size_t>(ps[i].size(), 28));
+    ps[i] = p;
+  }
   std::vector<int> finished(n, 0);
   std::vector<std::string> reasons(n);
   std::vector<int64_t> ids;
@@ -360,6 +369,8 @@ TEST_P(EngineLeaks, NoBlockLeaksUnderRandomCancellations) {
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.waiting, 0);
   EXPECT_EQ(st.prefix_states, 0);
+  EXPECT_GT(st.shared_block_hits, 0);
+  EXPECT_GT(st.preemptions, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Lm, EngineLeaks, ::testing::Values("llama", "qwen3_next"));
