@@ -445,6 +445,24 @@ TEST(FastPagedAttention, SinksAndWindowsEqualAttentionOverTheConcatenation) {
   EXPECT_TRUE(throws(zeros({hq}), -2));
 }
 
+// paged_write's rules with repeated, negative and out-of-range slots (float64, central
+// differences, vjp and jvp): a row that a later row overwrites, or that lands nowhere, has
+// no effect on the output and gets no gradient (the scatter in the graph once gave every
+// repeat the cotangent).
+TEST(FastPagedAttention, PagedWriteRulesWithRepeatedAndDroppedSlots) {
+  const array cache = randn({3, 2, 2, 3}, float64), values = randn({6, 2, 3}, float64);
+  const array slots = array({1, 4, 1, -1, 6, 4}, int32); // 6 slots: 1 and 4 twice, -1 and 6 dropped
+  GradCheckOptions opts;
+  opts.rtol = 1e-6;
+  opts.atol = 1e-8;
+  check_grad([&](const std::vector<array>& x) { return fast::paged_write(x[0], x[1], slots); }, {cache, values},
+             opts);
+  auto [out, grads] = vjp([&](const std::vector<array>& x) { return std::vector<array>{fast::paged_write(cache, x[0], slots)}; },
+                          {values}, {ones(cache.shape(), float64)});
+  const auto g = to_vector(sum(grads[0], {1, 2}));
+  EXPECT_EQ(g, (std::vector<double>{0, 0, 6, 0, 0, 6})); // only rows 2 and 5 land
+}
+
 // The sinks/window overload's rules are its graph's: gradients for q, the caches and the
 // sinks against central differences (float64), and vmap over q against a loop.
 TEST(FastPagedAttention, SinksAndWindowsRules) {
