@@ -414,6 +414,9 @@ TEST(FastAttention, BadInputThrowsNamingTheOp) {
                                            Device::cpu);
       },
       op);
+  // plan_attention refuses it too (validated as the op validates), not a Composed plan.
+  expect_throws_naming<std::invalid_argument>(
+      [&] { fast::plan_attention(q.shape(), k.shape(), v.shape(), float64, forced, Device::cpu); }, "plan_attention");
   // MLX's argument order: the stream right after sinks.
   const array out_mlx = fast::scaled_dot_product_attention(q, k, v, 1.0f, "causal", {}, {}, Device::cpu);
   fast::AttentionOptions causal_only;

@@ -429,6 +429,15 @@ struct Call {
   }
 };
 
+// force_fused's refusal, the op's and plan_attention's: no fused kernel covers the call.
+void check_force_fused(const char* op, const AttentionOptions& options, const AttentionPlan& plan, const Shape& q,
+                       const Shape& k, const Shape& v, Dtype dt) {
+  if (options.force_fused && plan.route == AttentionRoute::Composed) {
+    throw_invalid_argument(op, "force_fused: no fused kernel covers q ", q, ", k ", k, ", v ", v, " in ", dt,
+                           " on this device.");
+  }
+}
+
 array sdpa(
     const array& queries,
     const array& keys,
@@ -436,7 +445,6 @@ array sdpa(
     float scale,
     const AttentionOptions& options,
     StreamOrDevice s) {
-  const bool force_fused = options.force_fused;
   for (const array* a : {&queries, &keys, &values}) {
     if (a->ndim() != 4) {
       throw_invalid_argument(
@@ -455,11 +463,7 @@ array sdpa(
     call.mask = broadcast_to(mk, {queries.shape(0), queries.shape(1), queries.shape(2), keys.shape(2)}, stream);
   }
   if (options.sinks) call.sinks = astype(*options.sinks, dt, stream);
-  if (force_fused && plan.route == AttentionRoute::Composed) {
-    throw_invalid_argument(
-        kOp, "force_fused: no fused kernel covers q ", queries.shape(), ", k ", keys.shape(), ", v ", values.shape(),
-        " in ", dt, " on this device.");
-  }
+  check_force_fused(kOp, options, plan, queries.shape(), keys.shape(), values.shape(), dt);
   // An empty output, or no key to attend to: the composed graph's answer is empty, or zeros
   // (MLX's fallback: a softmax over no scores times no values, and sinks carry no values),
   // without a node (its log-sum-exp over no keys would throw at eval). A head size of 0 with
@@ -529,7 +533,9 @@ AttentionPlan plan_attention(
       if (d < 0) throw_invalid_argument("plan_attention", "dimensions must not be negative; got ", *sh, ".");
     }
   }
-  return fast::plan(attention_key(q, k, v, dtype, options, to_stream(s)));
+  const AttentionPlan plan = fast::plan(attention_key(q, k, v, dtype, options, to_stream(s)));
+  check_force_fused("plan_attention", options, plan, q, k, v, dtype);
+  return plan;
 }
 
 // ---- paged attention -------------------------------------------------------------------
