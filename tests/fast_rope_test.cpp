@@ -266,6 +266,24 @@ TEST(FastRope, BadInputNamesTheOp) {
   bad([&] { fast::rope(x, 8, false, std::nullopt, 1.0f, 0, ones({3})); });
   bad([&] { fast::rope(x, 8, false, 10000.0f, 1.0f, array({1, 2, 3}, int32)); });
   bad([&] { fast::rope(x, 8, false, 10000.0f, 1.0f, array(1.5f)); });
+  // freqs of the wrong size are refused for an empty input too.
+  bad([&] { fast::rope(zeros({0, 3, 8}), 8, false, std::nullopt, 1.0f, 0, ones({3})); });
+}
+
+// Offsets wider than int32 saturate to its range (a plain cast once wrapped 2^32 + 7 to 7 and
+// 3·10^9 to a negative position), in rope and in norm_rope's array overload.
+TEST(FastRope, WideOffsetsSaturate) {
+  const array x = randn({1, 2, 3, 8}, float32);
+  auto at = [&](const array& offset) { return fast::rope(x, 8, false, 10000.0f, 1.0f, offset); };
+  const array top = at(array(std::numeric_limits<int32_t>::max(), int32));
+  const array bottom = at(array(std::numeric_limits<int32_t>::min(), int32));
+  expect_allclose(at(array(int64_t(4294967303LL), int64)), top, 0, 0);
+  expect_allclose(at(array(uint32_t(3000000000u), uint32)), top, 0, 0);
+  expect_allclose(at(array(int64_t(-4294967303LL), int64)), bottom, 0, 0);
+  const array wide = array({int64_t(4294967303LL)}, int64);
+  const fast::Rotation rot{8, false, 10000.0f, 1.0f, std::nullopt};
+  expect_allclose(fast::norm_rope(x, std::nullopt, std::nullopt, rot, wide),
+                  fast::norm_rope(x, std::nullopt, std::nullopt, rot, array({std::numeric_limits<int32_t>::max()}, int32)), 0, 0);
 }
 
 TEST(FastRope, RoPELayer) {

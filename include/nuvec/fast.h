@@ -68,7 +68,7 @@ array layer_norm(
 /// the angle p · inv_freq_i, with inv_freq_i = base^(−2i / dims) or 1 / freqs[i]; the other
 /// features pass through. cos and sin are rounded to x's dtype and the rotation runs in it
 /// (MLX's fallback). Shapes: x with at least 3 axes; offset a scalar or [B] (any integer
-/// dtype); freqs [dims / 2] (exactly one of base and freqs). Throws std::invalid_argument
+/// dtype; positions are int32, so an offset outside it saturates rather than wraps); freqs [dims / 2] (exactly one of base and freqs). Throws std::invalid_argument
 /// naming rope for fewer than 3 axes, a non-floating x, dims odd, non-positive or above D, a
 /// bad offset, or both or neither of base and freqs. One Rope node (CPU and CUDA kernels); its
 /// gradient is the inverse rotation (none for offset and freqs). Source: MLX's fast::rope.
@@ -125,7 +125,7 @@ array norm_rope(
     StreamOrDevice s = {});
 
 /// norm_rope with the offset an array, rope's: a scalar, or one per batch row ([B], any
-/// integer dtype) — row (b, h, l) rotated at position offset[b] + l — and no cache (a paged
+/// integer dtype, saturated to int32 as rope's) — row (b, h, l) rotated at position offset[b] + l — and no cache (a paged
 /// KV cache is written by paged_write; the serving engine's tokens are batch rows of their
 /// own, each at its position). Throws std::invalid_argument naming norm_rope as the other
 /// overload does, and for an offset that is not an integer scalar or [B]. One NormRope node

@@ -11,6 +11,7 @@
 #include "backend/common/rope_plan.h"
 #include "nuvec/fast.h"
 #include "ops/ops_common.h"
+#include "fast/int32_indices.h"
 
 namespace nuvec {
 
@@ -73,7 +74,8 @@ array norm_rope_node(
   int fixed = 0;
   if constexpr (offsets) {
     // Rope's offsets: int32, one element per batch row or one for all.
-    inputs.push_back(astype(offset.ndim() == 0 ? reshape(offset, {1}, s) : offset, int32, s));
+    // (saturated, as rope's: a plain cast would wrap a wide offset to a small one).
+    inputs.push_back(fast::detail::saturate_to_int32(offset.ndim() == 0 ? reshape(offset, {1}, s) : offset, s));
   } else {
     fixed = offset;
     if (cache) inputs.push_back(*cache);

@@ -7,6 +7,7 @@
 
 #include "backend/common/math/rope.h"
 #include "backend/common/rope_plan.h"
+#include "fast/int32_indices.h"
 #include "nuvec/fast.h"
 #include "ops/ops_common.h"
 
@@ -74,14 +75,13 @@ array rope(
     throw_invalid_argument(op, "dims must be even, positive and at most ", x.shape(-1), "; got ", dims, ".");
   }
   if (base.has_value() == freqs.has_value()) throw_invalid_argument(op, "exactly one of base and freqs must be given.");
-  if (x.size() == 0) return x; // nothing to rotate (the graph cannot view [B, -1, T, D] of it)
-  std::vector<array> inputs = {x, astype(offset, int32, s)};
-  if (freqs) {
-    if (freqs->ndim() != 1 || freqs->shape(0) != dims / 2) {
-      throw_invalid_argument(op, "freqs must be 1-d with ", dims / 2, " elements; got shape ", freqs->shape(), ".");
-    }
-    inputs.push_back(astype(*freqs, float32, s));
+  if (freqs && (freqs->ndim() != 1 || freqs->shape(0) != dims / 2)) {
+    throw_invalid_argument(op, "freqs must be 1-d with ", dims / 2, " elements; got shape ", freqs->shape(), ".");
   }
+  if (x.size() == 0) return x; // nothing to rotate (the graph cannot view [B, -1, T, D] of it)
+  // Positions are int32: a wider offset saturates (a plain cast wraps 2^32 + 7 to 7).
+  std::vector<array> inputs = {x, fast::detail::saturate_to_int32(offset, s)};
+  if (freqs) inputs.push_back(astype(*freqs, float32, s));
   return record_or_fallback(
       x.size() > 0, std::make_shared<Rope>(to_stream(s), dims, traditional, base.value_or(1.0f), scale, true),
       {x.shape()}, {x.dtype()}, inputs)[0];
