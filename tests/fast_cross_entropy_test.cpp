@@ -148,6 +148,11 @@ TEST(FastCrossEntropy, BadInputNamesTheOp) {
   bad([&] { fast::cross_entropy(astype(x, int32), zeros({2}, int32)); });
   bad([&] { fast::cross_entropy(x, zeros({2}, float32)); });
   EXPECT_EQ(fast::cross_entropy(zeros({0, 5}), zeros({0}, int32)).shape(), (Shape{0}));
+  // No classes: rows cannot be scored (once an error from inside max); no rows, an empty loss.
+  bad([&] { fast::cross_entropy(zeros({2, 0}), zeros({2}, int32)); });
+  array none = fast::cross_entropy(zeros({0, 0}), zeros({0}, int32));
+  eval(none);
+  EXPECT_EQ(none.shape(), (Shape{0}));
 }
 
 TEST(FastCrossEntropy, LossesUseTheKernel) {

@@ -51,6 +51,12 @@ array cross_entropy(const array& logits, const array& targets, StreamOrDevice s)
   if (!issubdtype(targets.dtype(), integer)) {
     throw_invalid_argument(op, "targets must be integer class indices; got ", targets.dtype(), ".");
   }
+  const Dtype out = cross_entropy_dtype(logits.dtype());
+  if (logits.shape(-1) == 0) {
+    // No classes: no rows is an empty loss (torch's answer); rows have no class to score.
+    if (targets.size() == 0) return zeros(rows, out, s);
+    throw_invalid_argument(op, "logits must have at least one class; got shape ", logits.shape(), ".");
+  }
   // Targets the int32 kernels cannot hold are out of range anyway: mapped to C (which picks
   // nothing) before the cast, so that no wide value wraps into a real class.
   array t = targets;
@@ -63,7 +69,6 @@ array cross_entropy(const array& logits, const array& targets, StreamOrDevice s)
     t = where(out, cc, t, s);
   }
   t = astype(t, int32, s);
-  const Dtype out = cross_entropy_dtype(logits.dtype());
   return record_or_fallback(
       logits.size() > 0, std::make_shared<CrossEntropy>(to_stream(s)), {rows}, {out}, {logits, t})[0];
 }
