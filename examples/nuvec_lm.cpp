@@ -78,8 +78,7 @@ const char* kUsage =
     "  --chat-template FILE    a Jinja chat template instead of the model's\n"
     "  --block-size N          positions per KV block (default 16)\n"
     "  --num-blocks N          KV blocks (default: on a GPU --gpu-memory-fraction of free memory,\n"
-    "                          on the CPU 8192 or one full context if more; at most 16 full\n"
-    "                          contexts; serve refuses a pool that cannot hold one context)\n"
+    "                          on the CPU at most 8192; either way at most 16 full contexts)\n"
     "  --gpu-memory-fraction F share of free GPU memory the KV blocks take (default 0.5)\n"
     "  --no-cuda-graphs        build every engine step's graph (no CUDA graph replay)\n"
     "  --max-batch-tokens N    tokens one engine step computes (default 512)\n"
@@ -89,7 +88,8 @@ const char* kUsage =
     "                          sharing (default max-running / 8; 0: no sharing for them)\n"
     "  --threads N             HTTP connections served at once (default 512); one more waits,\n"
     "                          /health included\n"
-    "  --max-model-len N       the context offered, prompt and completion (default: the model's)\n"
+    "  --max-model-len N       the context offered, prompt and completion (default: the model's,\n"
+    "                          or what one request can have of the KV pool if less)\n"
     "  --log                   a line on stderr per request\n"
     "  --dtype T  --device cpu|gpu   as generate\n"
     "\n"
@@ -463,7 +463,7 @@ int cmd_serve(int argc, char** argv) {
   int port = server.start();
   lm::EngineStats stats = engine.stats();
   std::cout << "nuvec-lm serve: " << so.model_name << " (" << stats.total_blocks << " KV blocks of "
-            << eo.block_size << ") listening on http://" << so.host << ":" << port << std::endl;
+            << eo.block_size << ", a context of " << server.context_length() << " tokens) listening on http://" << so.host << ":" << port << std::endl;
   // Any thread may take the signal; the handler only sets the flag this loop watches.
   struct sigaction on_signal {};
   on_signal.sa_handler = [](int sig) { g_stop_signal = sig; };

@@ -214,6 +214,8 @@ TEST_F(ServeTest, HealthAndModels) {
   EXPECT_EQ(empty->status, 404);
   EXPECT_EQ(json::parse(empty->body)["error"]["code"], "model_not_found");
   EXPECT_EQ(health["preemptions"], 0);
+  EXPECT_TRUE(health["steps"].is_number_integer());
+  EXPECT_TRUE(health["shared_block_hits"].is_number_integer());
   auto none = client()->Get("/v1/nothing");
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 404);
@@ -648,8 +650,10 @@ TEST(ServeOptionsTest, BadOptionsThrow) {
     EXPECT_THROW((Server{engine, loaded.second, o}), std::invalid_argument) << len;
   }
   // A KV pool that cannot hold one request of the whole context (8 blocks of 16 against 256
-  // positions) is refused at the start, as vLLM does, unless max_model_len fits it; then a
-  // request past that context gets context_length_exceeded.
+  // positions): the context offered is what one request can have of it (129 tokens: the last
+  // is never fed back), so no admitted request is refused for room; a max_model_len asked
+  // for beyond it is refused at the start, as vLLM does; a request past the context gets
+  // context_length_exceeded.
   {
     EngineOptions small;
     small.num_blocks = 8;
@@ -658,15 +662,17 @@ TEST(ServeOptionsTest, BadOptionsThrow) {
     ASSERT_LT(8 * 16, context - 1);
     o = ServeOptions();
     o.port = 0;
+    o.max_model_len = 8 * 16 + 2;
     try {
       Server refused(tight, loaded.second, o);
-      ADD_FAILURE() << "a pool smaller than the context was accepted";
+      ADD_FAILURE() << "a max_model_len the pool cannot hold was accepted";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("KV pool"), std::string::npos) << e.what();
     }
-    o.max_model_len = 8 * 16 + 1;
+    o.max_model_len = 0;
     tight.start();
     Server fits(tight, loaded.second, o);
+    EXPECT_EQ(fits.context_length(), 8 * 16 + 1);
     httplib::Client c("127.0.0.1", fits.start());
     auto ok = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 4})", "application/json");
     ASSERT_TRUE(ok);
@@ -675,8 +681,16 @@ TEST(ServeOptionsTest, BadOptionsThrow) {
     ASSERT_TRUE(past);
     EXPECT_EQ(past->status, 400) << past->body;
     EXPECT_EQ(json::parse(past->body)["error"]["code"], "context_length_exceeded");
+    // The whole offered context in one request: admitted and run (the pool holds it).
+    auto whole = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 127, "ignore_eos": true})", "application/json");
+    ASSERT_TRUE(whole);
+    EXPECT_EQ(whole->status, 200) << whole->body;
+    EXPECT_EQ(json::parse(whole->body)["usage"]["completion_tokens"], 127) << whole->body;
     fits.stop();
     tight.stop();
+    o.max_model_len = 8 * 16 + 1;
+    Server asked(tight, loaded.second, o);
+    EXPECT_EQ(asked.context_length(), 8 * 16 + 1);
   }
   // A port already taken.
   o = ServeOptions();

@@ -741,9 +741,7 @@ Engine::Engine(const Model& model, EngineOptions options) : model_(model), optio
       const double fit = per_block > 0.0 ? (budget - states) / per_block : full;
       options_.num_blocks = int(std::max(1.0, std::min(double(full), fit)));
     } else {
-      // At least one request of the whole context fits (the server refuses a pool that
-      // cannot hold one).
-      options_.num_blocks = std::max(std::min(8192, full), ceil_div(c.max_position_embeddings, options_.block_size));
+      options_.num_blocks = std::min(8192, full);
     }
     check_limits(); // the chosen pool too
   }

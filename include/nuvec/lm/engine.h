@@ -52,8 +52,8 @@ struct EngineOptions {
   /// the engine starts (the allocator's cache counted as free), less the Gated DeltaNet state
   /// pools of hybrid models (max_running rows, bucket(N) − N spare rows for the padding of
   /// bucketed steps, N the smaller of max_running and max_batch_tokens, and the
-  /// prefix_state_rows snapshot rows); on the CPU, 8192, or one sequence of the full context
-  /// when that needs more; either way at most 16 sequences of the full context.
+  /// prefix_state_rows snapshot rows); on the CPU, at
+  /// most 8192; either way at most 16 sequences of the full context.
   int num_blocks = 0;
   float gpu_memory_fraction = 0.5f; ///< In (0, 1]: the pools' share of free GPU memory (num_blocks 0).
   int max_batch_tokens = 512;   ///< Tokens one step computes (decodes first, then prefill chunks).

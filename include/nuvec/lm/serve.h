@@ -31,7 +31,9 @@ struct ServeOptions {
   /// /health included: give at least the concurrent clients expected.
   int threads = 512;
   /// The context offered to requests, prompt and completion together (vLLM's
-  /// max_model_len); 0: the model's max_position_embeddings. At most that.
+  /// max_model_len), at most the model's max_position_embeddings. 0: that, or less when the
+  /// engine's KV pool cannot hold one request of it (blocks · block_size + 1 tokens: the last
+  /// token is never fed back), so that no request the protocol admits is refused for room.
   int max_model_len = 0;
   size_t max_body_bytes = 16 << 20; ///< Larger request bodies get 413.
   int default_max_tokens = 16;      ///< /v1/completions' max_tokens when absent (OpenAI's default);
@@ -47,9 +49,9 @@ class Server {
   /// A server for `engine` (whose model it serves) and `tokenizer` (the model's; it encodes
   /// prompts and decodes outputs). Both must outlive the server. Throws
   /// std::invalid_argument ("[lm.serve] ...") for bad options (threads < 1, a port outside
-  /// [0, 65535], an empty model_name, max_model_len outside [0, max_position_embeddings]) and
-  /// for an engine whose KV pool cannot hold one request of the full context (vLLM refuses
-  /// to start then too: such requests could never run).
+  /// [0, 65535], an empty model_name, max_model_len outside [0, max_position_embeddings], or
+  /// a max_model_len the engine's KV pool cannot hold one request of: vLLM refuses to start
+  /// then too, as such requests could never run).
   Server(Engine& engine, const Tokenizer& tokenizer, ServeOptions options);
   /// Stops the server (stop()).
   ~Server();
@@ -65,6 +67,8 @@ class Server {
   void stop();
   /// The port bound (0 before start()).
   int port() const;
+  /// The context offered to requests (ServeOptions::max_model_len, resolved).
+  int context_length() const;
 
   struct Impl;
 

@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -65,7 +66,11 @@ struct Server::Impl {
     protocol.tokenizer = &tokenizer;
     protocol.chat_template = options.chat_template ? &*options.chat_template : nullptr;
     protocol.model_name = options.model_name;
-    protocol.context_length = options.max_model_len > 0 ? options.max_model_len : config.max_position_embeddings;
+    // One request of the whole context must fit the pool (the engine's admission rule).
+    const int64_t pool = int64_t(engine.stats().total_blocks) * engine.options().block_size + 1;
+    protocol.context_length = options.max_model_len > 0
+        ? options.max_model_len
+        : int(std::min<int64_t>(config.max_position_embeddings, pool));
     protocol.vocab_size = config.vocab_size;
     protocol.default_max_tokens = options.default_max_tokens;
     routes();
@@ -287,15 +292,14 @@ Server::Server(Engine& engine, const Tokenizer& tokenizer, ServeOptions options)
                  std::to_string(options.max_model_len));
   }
   // A request of the whole context computes context − 1 positions (the last token is never
-  // fed back): the engine refuses one that needs more blocks than the pool has, so a pool
-  // smaller than that would refuse requests the protocol lets through.
-  const int context = options.max_model_len > 0 ? options.max_model_len : max_len;
+  // fed back): the engine refuses one that needs more blocks than the pool has, so a context
+  // asked for that the pool cannot hold would admit requests that are then refused.
   const int block = engine.options().block_size, blocks = engine.stats().total_blocks;
-  if (int64_t(blocks) * block < context - 1) {
+  if (options.max_model_len > 0 && int64_t(blocks) * block < options.max_model_len - 1) {
     fail_options("the KV pool holds " + std::to_string(int64_t(blocks) * block) + " positions (" +
                  std::to_string(blocks) + " blocks of " + std::to_string(block) + "), fewer than one request of the " +
-                 std::to_string(context) + "-token context needs (" + std::to_string(context - 1) +
-                 "); give more KV blocks or a smaller max_model_len");
+                 std::to_string(options.max_model_len) + "-token max_model_len needs (" +
+                 std::to_string(options.max_model_len - 1) + "); give more KV blocks or a smaller max_model_len");
   }
   impl_ = std::make_unique<Impl>(engine, tokenizer, std::move(options));
 }
@@ -355,6 +359,10 @@ void Server::stop() {
 
 int Server::port() const {
   return impl_->port;
+}
+
+int Server::context_length() const {
+  return impl_->protocol.context_length;
 }
 
 } // namespace nuvec::lm
