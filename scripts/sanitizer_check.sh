@@ -12,7 +12,7 @@ mode=${1:-}
 shift || true
 case "$mode" in
   thread)
-    dir=build-tsan flags="-fsanitize=thread -O1" link="-fsanitize=thread"
+    dir=build-tsan flags="-fsanitize=thread -O1 -g1" link="-fsanitize=thread"
     pattern="WARNING: ThreadSanitizer" env_opts=(TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1") ;;
   address)
     dir=build-asan flags="-fsanitize=address,undefined -fno-sanitize=vptr -fno-omit-frame-pointer -O1 -g1"

@@ -340,6 +340,27 @@ TEST(FastGatedDelta, SlotsOfAPool) {
   }
 }
 
+// The fallback (q, k, v of different dtypes) does not refuse two sequences naming one row:
+// the last one lands, and the overwritten sequence's final state gets no gradient (a plain
+// scatter's vjp gave it the cotangent and landed an unpromised one).
+TEST(FastGatedDelta, SlotsFallbackKeepsTheLastOfRepeatedRows) {
+  const Case c{3, 5, 1, 2, 32, 8};
+  const Inputs in = make_inputs(c, float32, float32);
+  const array v16 = astype(in.v, float16);
+  const array pool = multiply(randn({4, c.hv, c.dv, c.dk}), array(0.3f));
+  const array slots = array({1, 3, -3}, int32); // -3 is row 1 again: sequence 2 lands there
+  auto [y, updated] = fast::gated_delta_slots(in.q, in.k, v16, in.g, in.beta, pool, slots);
+  auto [y_each, finals] = fast::gated_delta(in.q, in.k, v16, in.g, in.beta, take(pool, slots, 0));
+  expect_allclose(take(updated, array({1, 3}, int32), 0), take(finals, array({2, 1}, int32), 0), 0, 0);
+  expect_allclose(take(updated, array({0, 2}, int32), 0), take(pool, array({0, 2}, int32), 0), 0, 0);
+  auto loss = [&](const std::vector<array>& x) {
+    return std::vector<array>{sum(fast::gated_delta_slots(in.q, in.k, x[0], in.g, in.beta, pool, slots).second)};
+  };
+  const array dv = vjp(loss, {v16}, {array(1.0f)}).second[0];
+  EXPECT_EQ(max(abs(slice(dv, {0, 0, 0, 0}, {1, c.t, c.hv, c.dv}))).item<float>(), 0.0f);
+  EXPECT_GT(max(abs(slice(dv, {2, 0, 0, 0}, {3, c.t, c.hv, c.dv}))).item<float>(), 0.0f);
+}
+
 // A pool nothing else refers to is updated in its own buffer (the serving engine's state
 // pools): T 4 and T 70 (on the GPU the recurrent and the chunked kernel; on the CPU the one
 // loop); one the caller still holds is copied and left as it was. Both give the same rows.

@@ -510,26 +510,36 @@ TEST(NnQuantized, UnfreezeKeepsPackedWeightsFrozen) {
     nuvec::nn::QuantizedLinear fp(64, 8, false, std::nullopt, std::nullopt, "mxfp4");
     fp.unfreeze();
     EXPECT_TRUE(fp.trainable_parameters().empty());
-    nuvec::nn::QuantizedLinear by_name(64, 8, false);
-    by_name.unfreeze({"scales"});
-    auto t = by_name.trainable_parameters();
-    EXPECT_EQ(t.size(), 1u);
-    EXPECT_EQ(t.count("scales"), 1u);
-    // The scales' gradient through the layer: d/ds sum(x · Wᵀ) with W = s·q + b per group.
-    auto x = nuvec::random::normal({3, 64});
-    auto loss = [&](const nuvec::array& s) {
-      by_name.update({{"scales", s}});
-      return nuvec::sum(by_name(x));
-    };
-    const nuvec::array s0 = by_name.parameters().at("scales");
-    auto g = nuvec::grad(loss)(s0);
-    const double h = 1e-2;
-    std::vector<float> unit(s0.size(), 0.0f);
-    unit[5] = 1.0f; // scales of output 5 (one group a row at 64 inputs)
-    const nuvec::array e(unit.begin(), s0.shape(), nuvec::float32);
-    auto bump = [&](double d) { return loss(nuvec::add(s0, nuvec::multiply(nuvec::array(float(d)), e))).item<float>(); };
-    const double want = (bump(h) - bump(-h)) / (2 * h);
-    EXPECT_NEAR(nuvec::sum(nuvec::multiply(g, e)).item<float>(), want, 1e-2 * (1 + std::abs(want)));
+    nuvec::nn::QuantizedEmbedding table(10, 64);
+    table.unfreeze();
+    auto te = table.trainable_parameters();
+    EXPECT_EQ(te.count("weight"), 0u);
+    EXPECT_EQ(te.count("scales"), 1u);
+    EXPECT_EQ(te.count("biases"), 1u);
+    for (const std::string name : {"scales", "biases"}) {
+      SCOPED_TRACE(name);
+      nuvec::nn::QuantizedLinear by_name(64, 8, false);
+      by_name.unfreeze({name});
+      auto t = by_name.trainable_parameters();
+      EXPECT_EQ(t.size(), 1u);
+      EXPECT_EQ(t.count(name), 1u);
+      // The gradient through the layer (sum(x · Wᵀ), W = s·q + b per group) against central
+      // differences on one output's group.
+      auto x = nuvec::random::normal({3, 64});
+      auto loss = [&](const nuvec::array& p) {
+        by_name.update({{name, p}});
+        return nuvec::sum(by_name(x));
+      };
+      const nuvec::array p0 = by_name.parameters().at(name);
+      auto g = nuvec::grad(loss)(p0);
+      const double h = 1e-2;
+      std::vector<float> unit(p0.size(), 0.0f);
+      unit[5] = 1.0f; // output 5's group (one a row at 64 inputs)
+      const nuvec::array e(unit.begin(), p0.shape(), nuvec::float32);
+      auto bump = [&](double d) { return loss(nuvec::add(p0, nuvec::multiply(nuvec::array(float(d)), e))).item<float>(); };
+      const double want = (bump(h) - bump(-h)) / (2 * h);
+      EXPECT_NEAR(nuvec::sum(nuvec::multiply(g, e)).item<float>(), want, 1e-2 * (1 + std::abs(want)));
+    }
   }
   nuvec::nn::QuantizedLinear layer(64, 8, true);
   layer.unfreeze();

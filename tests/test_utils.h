@@ -11,13 +11,14 @@
 #include <random>
 #include <vector>
 
+#include "core/sanitizers.h"
 #include "nuvec/nuvec.h"
 
 namespace nuvec::testing {
 
 /// Whether the CPU allocator caches freed blocks: not under AddressSanitizer, where each
 /// buffer is an exact-size block of its own (src/core/allocator.cpp, scripts/asan_check.sh).
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NUVEC_ADDRESS_SANITIZER)
 inline constexpr bool kCachingAllocator = false;
 #else
 inline constexpr bool kCachingAllocator = true;

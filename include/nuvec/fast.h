@@ -145,8 +145,9 @@ array norm_rope(
 /// (its loss is the logsumexp). Shapes: logits (..., C) with at least one axis; targets
 /// (...) (the logits' shape without the last axis), any integer dtype. The loss is float32
 /// (float64 for float64 logits), computed in that dtype whatever the logits' dtype. Throws
-/// std::invalid_argument naming cross_entropy for mismatched shapes, non-floating logits or
-/// non-integer targets. One CrossEntropy node (one read of the logits); its gradient for
+/// std::invalid_argument naming cross_entropy for mismatched shapes, non-floating logits,
+/// non-integer targets, or rows with no classes (C = 0; with no rows either, the loss is
+/// empty). One CrossEntropy node (one read of the logits); its gradient for
 /// the logits, g · (softmax − onehot), is the one-pass CrossEntropyVjp kernel; there is none
 /// for the targets. nuvec's own (shared/seeds/001); nn::losses::cross_entropy uses it.
 array cross_entropy(const array& logits, const array& targets, StreamOrDevice s = {});
@@ -308,7 +309,8 @@ array paged_attention(
 /// (cast to the cache's dtype), slots [N] integers (block · block_size + offset); returns the
 /// updated cache (out[s / block_size, :, s % block_size] = values[n] for s = slots[n]; a slot
 /// out of range, negative ones included, writes nothing — vLLM's padding slot is −1 —
-/// unlike gated_delta_slots, which counts negative slots from the end). Throws
+/// unlike gated_delta_slots, which counts negative slots from the end; of rows naming one
+/// slot the last lands, and only it gets a gradient). Throws
 /// std::invalid_argument naming paged_write for shapes that do not fit or non-integer slots. One scatter kernel after a copy of the cache, or into
 /// the cache itself when nothing else refers to it (array::is_donatable) (CPU
 /// and CUDA). nuvec's own (seed 001).
@@ -396,8 +398,8 @@ std::pair<array, array> gated_delta_steps(
 /// rows read and written in the same pass, into the pool's own buffer when nothing else
 /// refers to it (array::is_donatable, as paged_write), else into a copy; the fallback (q, k,
 /// v of different dtypes; on the GPU also float64 or a Dk the kernels do not cover) takes the
-/// rows, runs gated_delta and puts them back, and does not check repeats (which sequence's
-/// state lands is then unspecified).
+/// rows, runs gated_delta and puts them back, and does not check repeats: the last
+/// sequence naming a row lands there, and only its state gets a gradient.
 std::pair<array, array> gated_delta_slots(
     const array& q,
     const array& k,

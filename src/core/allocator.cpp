@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "backend/gpu.h"
+#include "core/sanitizers.h"
 #include "core/scheduler.h"
 #include "nuvec/memory.h"
 
@@ -33,7 +34,7 @@ constexpr size_t kAlign = 64;
 // Under AddressSanitizer every buffer is an allocation of its exact size, never cached, so
 // that a kernel reading or writing past a buffer's end meets ASan's redzone instead of a
 // rounded-up or recycled block (scripts/asan_check.sh).
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(NUVEC_ADDRESS_SANITIZER)
 constexpr bool kExactBlocks = true;
 #else
 constexpr bool kExactBlocks = false;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "fast/attention_plan.h"
+#include "fast/last_writer.h"
 #include "nuvec/fast.h"
 #include "nuvec/transforms.h"
 #include "nuvec/backend/gpu/device_info.h"
@@ -580,21 +581,16 @@ array paged_attention_graph(const std::vector<array>& in, float scale, const std
 }
 
 // paged_write's meaning: the cache as one row per slot, the rows of `slots` replaced; of rows
-// naming one slot the last is kept (as the kernels keep it). Out-of-range slots and the rows
-// a later one overwrites write a scratch row past the end, dropped after, so no scatter has
-// repeated targets that land: the forward does not depend on a scatter's order, and the vjp
-// gives an overwritten row no gradient (a scatter's vjp gives every repeat the cotangent).
+// naming one slot the last lands (last_writer.h). Out-of-range slots and overwritten rows
+// write a scratch row past the end, dropped after.
 array paged_write_graph(const std::vector<array>& in, Stream s) {
   const array &cache = in[0], &values = in[1];
   const int blocks = cache.shape(0), hkv = cache.shape(1), bs = cache.shape(2), d = cache.shape(3);
-  const int end = blocks * bs, n = in[2].shape(0);
+  const int end = blocks * bs;
   array rows = reshape(transpose(cache, {0, 2, 1, 3}, s), {end, hkv, d}, s);
   array sl = in[2];
   sl = where(logical_or(less(sl, array(0, int32), s), greater_equal(sl, array(end, int32), s), s), array(end, int32), sl, s);
-  // The last row naming each slot: the largest row index scattered onto it.
-  const array row_ids = arange(n, int32, s);
-  const array last = scatter_max(full({end + 1}, array(-1, int32), int32, s), sl, reshape(row_ids, {n, 1}, s), 0, s);
-  sl = where(equal(take(last, sl, 0, s), row_ids, s), sl, array(end, int32), s);
+  sl = detail::last_writer_targets(sl, end, end, s);
   rows = concatenate({rows, zeros({1, hkv, d}, rows.dtype(), s)}, 0, s);
   array at = broadcast_to(reshape(sl, {-1, 1, 1}, s), values.shape(), s);
   rows = put_along_axis(rows, at, values, 0, s);

@@ -175,8 +175,9 @@ class PagedAttention : public fast::FastPrimitive {
 /// Writes new rows into a paged cache: inputs {cache [blocks, Hkv, block_size, D], values
 /// [N, Hkv, D] in the cache's dtype, slots [N] int32}; output the cache with
 /// out[s / block_size, h, s % block_size, :] = values[n, h, :] for s = slots[n]; slots
-/// outside [0, blocks · block_size) write nothing; repeated slots leave one of their rows
-/// (which one is unspecified, as in the fallback's scatter). A copy of the cache then a scatter kernel (CPU and CUDA).
+/// outside [0, blocks · block_size) write nothing; of repeated slots the last row lands (the
+/// fallback graph's rule too, last_writer.h). A copy of the cache, or the cache itself when
+/// donated, then a scatter kernel (CPU and CUDA).
 class PagedWrite : public fast::FastPrimitive {
  public:
   explicit PagedWrite(Stream stream);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backend/common/math/gated_delta.h"
+#include "fast/last_writer.h"
 #include "core/env_switch.h"
 
 #include "nuvec/fast.h"
@@ -63,14 +64,24 @@ std::vector<array> gated_delta_graph(const std::vector<array>& in, bool steps, S
   return {y, states.empty() ? zeros({b, 0, hv, dv, dk}, state.dtype(), s) : stack(states, 1, s)};
 }
 
-// The slots mode's fallback: the pool's rows at slots, the rule, the rows put back.
+// The slots mode's fallback: the pool's rows at slots, the rule, the rows put back. Of
+// sequences naming one row (which the kernels refuse) the last lands and the others' states
+// get no gradient (last_writer.h): slots counted from the end made non-negative, the
+// overwritten ones sent to a scratch row past the pool, dropped after.
 std::vector<array> gated_delta_slots_graph(const std::vector<array>& in, StreamOrDevice s) {
-  const array &pool = in[5], &slots = in[6];
+  const array &pool = in[5], &slots = in[6]; // slots: int32 (saturated by the op)
   std::vector<array> args(in.begin(), in.begin() + 5);
   args.push_back(detail::take(pool, slots, 0, "gated_delta_slots", s));
   auto out = gated_delta_graph(args, false, s);
-  const array at = broadcast_to(reshape(slots, {-1, 1, 1, 1}, s), out[1].shape(), s);
-  return {out[0], put_along_axis(pool, at, out[1], 0, s)};
+  const int p = pool.shape(0);
+  array rows = where(less(slots, array(0, int32), s), add(slots, array(p, int32), s), slots, s);
+  rows = fast::detail::last_writer_targets(rows, p, p, s);
+  Shape one = pool.shape();
+  one[0] = 1;
+  const array wide = concatenate({pool, zeros(one, pool.dtype(), s)}, 0, s);
+  const array at = broadcast_to(reshape(rows, {-1, 1, 1, 1}, s), out[1].shape(), s);
+  Shape stop = pool.shape();
+  return {out[0], slice(put_along_axis(wide, at, out[1], 0, s), Shape(pool.ndim(), 0), stop, s)};
 }
 
 void check_floating(const char* op, const char* name, const array& x) {

@@ -518,7 +518,7 @@ void PagedWrite::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
   const int32_t* sp = slots.data<int32_t>();
   const char* src = static_cast<const char*>(values.raw_data());
   char* dst = static_cast<char*>(out.raw_data());
-  // In order, so a repeated slot keeps its last row (one of them, as the op promises).
+  // In order, so a repeated slot keeps its last row (the op's rule, as the CUDA kernels).
   for (int64_t n = 0; n < static_cast<int64_t>(slots.size()); ++n) {
     const int64_t slot = sp[n];
     if (slot < 0 || slot >= blocks * bs) continue;
