@@ -309,3 +309,69 @@ TEST(MlxConformance, RollSumsShiftsIn64Bits) {
   EXPECT_TRUE(array_equal(roll(x, -imax - 1), x).item<bool>());
   EXPECT_THROW(tile(zeros({2}), {imax}), std::overflow_error);
 }
+
+// ---------------------------------------------------------------------------------------
+// From MLX's test_ops.py and test_autograd.py, translated by a helper (seventeenth session):
+// values NumPy 1.24 printed for the same calls.
+
+TEST(MlxConformance, ComplexVarianceIsRealAsNumPy) {
+  // np.var / np.std of complex64: the mean of |x - mean|², float32 (x² would be complex).
+  array c = array({complex64_t{1, 2}, complex64_t{-3, -4}, complex64_t{0.5f, -0.25f}});
+  EXPECT_EQ(var(c).dtype(), float32);
+  EXPECT_NEAR(var(c).item<float>(), 9.291667f, 1e-5);
+  EXPECT_NEAR(nuvec::std(c).item<float>(), 3.0482235f, 1e-5);
+}
+
+TEST(MlxConformance, JoinedAxesPastInt32Throw) {
+  // The joined size was summed in int32 and wrapped: 4 · 2^30 gave shape (0,), then a crash.
+  const std::vector<array> parts(4, zeros({1 << 30}, bool_));
+  EXPECT_THROW(concatenate(parts, 0), std::overflow_error);
+  EXPECT_THROW(repeat(zeros({1 << 30}, bool_), 4, 0), std::overflow_error);
+  EXPECT_THROW(kron(zeros({1 << 16}, bool_), zeros({1 << 16}, bool_)), std::overflow_error);
+}
+
+TEST(MlxConformance, PadReflectsInNumPysRounds) {
+  // A pad wider than the axis is filled in rounds that mirror what is there so far, so it
+  // is not periodic when the two sides differ (np.pad(np.arange(n), (lo, hi), mode)).
+  auto padded = [](int n, int lo, int hi, const char* mode) {
+    return pad(arange(n, int32), {{lo, hi}}, array(0), mode);
+  };
+  auto expect = [](const array& got, std::vector<int> want) {
+    EXPECT_TRUE(array_equal(got, array(want.begin(), {static_cast<int>(want.size())}, int32)).item<bool>()) << got;
+  };
+  expect(padded(3, 9, 1, "reflect"), {1, 2, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1});
+  expect(padded(4, 2, 11, "symmetric"), {1, 0, 0, 1, 2, 3, 3, 2, 1, 0, 0, 1, 2, 3, 3, 2, 1});
+  expect(padded(2, 7, 3, "reflect"), {1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0});
+}
+
+TEST(MlxConformance, ComplexPowerLog1pAndRound) {
+  // NumPy: 0j ** 0j is 1, 0j ** 2 is 0 (exp(w · log 0) gave NaN); log1p and round take
+  // complex input (MLX and NumPy), log1p keeping the digits of small values.
+  EXPECT_EQ(power(array(complex64_t{0, 0}), array(complex64_t{0, 0})).item<complex64_t>(), (complex64_t{1, 0}));
+  EXPECT_EQ(power(array(complex64_t{0, 0}), array(complex64_t{2, 0})).item<complex64_t>(), (complex64_t{0, 0}));
+  const complex64_t a = log1p(array(complex64_t{0.5f, 1.0f})).item<complex64_t>();
+  EXPECT_NEAR(a.real(), 0.5893275f, 1e-6);
+  EXPECT_NEAR(a.imag(), 0.5880026f, 1e-6);
+  // Small z against NumPy's complex128 answer (its complex64 log1p, log(1 + z) in float32,
+  // gives 1.001353e-05: four digits).
+  const complex64_t small = log1p(array(complex64_t{1e-5f, 2e-5f})).item<complex64_t>();
+  EXPECT_NEAR(small.real(), 1.0000149743732775e-05, 1e-11);
+  EXPECT_NEAR(small.imag(), 1.9999799494101e-05, 1e-11);
+  const array r = round(array({complex64_t{22.2f, 3.6f}, complex64_t{18.5f, 98.2f}}));
+  EXPECT_TRUE(array_equal(r, array({complex64_t{22, 4}, complex64_t{18, 98}})).item<bool>()) << r;
+}
+
+TEST(MlxConformance, ValueErrorsAndIntegerLinspace) {
+  // MLX raises ValueError (std::invalid_argument) here, not an axis error.
+  EXPECT_THROW(softmax(array(1.0f), -1), std::invalid_argument);
+  EXPECT_THROW(median(array({0, 1, 2, 3, 4}), {0, 1}), std::invalid_argument);
+  // NumPy floors linspace's values for integer dtypes ([-5, -2, 1, 5]); a cast truncated.
+  EXPECT_TRUE(array_equal(linspace(-5.0, 5.0, 4, true, int32), array({-5, -2, 1, 5})).item<bool>());
+}
+
+TEST(MlxConformance, ComparisonTangentsTakeTheTangentsDtype) {
+  // jvp of a comparison: zeros of the input tangent's dtype, not bool (MLX issue 3081).
+  auto t = jvp([](const array& x) { return greater(x, array(0.0f)); }, array({1.0f, -2.0f, 3.0f}), ones({3})).second;
+  EXPECT_EQ(t.dtype(), float32);
+  EXPECT_EQ(sum(abs(t)).item<float>(), 0.0f);
+}

@@ -40,7 +40,8 @@ array arange(int stop, StreamOrDevice s = {});
 
 /// `num` evenly spaced values from start to stop (stop included when endpoint, NumPy's
 /// rule: step = (stop - start) / (num - endpoint)), computed in float64 and cast to dtype
-/// once. Throws std::invalid_argument for num < 0. Source: MLX/NumPy linspace.
+/// once; integer dtypes take the floor first (NumPy; MLX truncates toward zero). Throws
+/// std::invalid_argument for num < 0. Source: MLX/NumPy linspace.
 array linspace(
     double start,
     double stop,
@@ -419,6 +420,8 @@ array expm1(const array& a, StreamOrDevice s = {});
 array log(const array& a, StreamOrDevice s = {});
 array log2(const array& a, StreamOrDevice s = {});
 array log10(const array& a, StreamOrDevice s = {});
+/// log(1 + a); complex a as log|1 + a| + i·arg(1 + a), the modulus through the real log1p
+/// so that small values keep their digits.
 array log1p(const array& a, StreamOrDevice s = {});
 array sin(const array& a, StreamOrDevice s = {});
 array cos(const array& a, StreamOrDevice s = {});
@@ -438,7 +441,7 @@ array sigmoid(const array& a, StreamOrDevice s = {});
 /// The error function and its inverse (erfinv on (-1, 1); +-inf at +-1).
 array erf(const array& a, StreamOrDevice s = {});
 array erfinv(const array& a, StreamOrDevice s = {});
-/// Round half to even to `decimals` places (NumPy's round).
+/// Round half to even to `decimals` places (NumPy's round); complex: each part apart.
 array round(const array& a, int decimals, StreamOrDevice s = {});
 array round(const array& a, StreamOrDevice s = {});
 /// Complex conjugate, real and imaginary parts (identity / a / zeros for real inputs).

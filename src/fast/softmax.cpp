@@ -33,6 +33,10 @@ Softmax::Softmax(Stream stream, bool precise)
       precise_(precise) {}
 
 array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s) {
+  if (a.ndim() == 0 && !axes.empty()) {
+    // MLX refuses it as a value error (test_ops.py), not as an axis out of range.
+    throw_invalid_argument("softmax", "a 0-d array has no axis to normalise over; got axes of size ", axes.size(), ".");
+  }
   auto ax = normalize_reduce_axes(axes, static_cast<int>(a.ndim()), "softmax");
   Dtype dt = float_result_type(a.dtype());
   if (a.size() == 0) return astype(a, dt, s);

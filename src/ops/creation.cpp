@@ -68,6 +68,8 @@ array linspace(double start, double stop, int num, bool endpoint, Dtype dtype, S
   double step = divisions > 0 ? (stop - start) / divisions : 1.0;
   array values(
       {num}, float64, std::make_shared<Arange>(to_stream(s), start, start + num * step, step), {});
+  // Integer dtypes round down, as NumPy (1.20 on) does; a cast would truncate toward zero.
+  if (issubdtype(dtype, integer)) values = floor(values, s);
   return astype(values, dtype, s);
 }
 

@@ -280,7 +280,21 @@ array expm1(const array& a, StreamOrDevice s) {
 array log(const array& a, StreamOrDevice s) { return float_unary("log", UnaryOp::Log, a, s); }
 array log2(const array& a, StreamOrDevice s) { return float_unary("log2", UnaryOp::Log2, a, s); }
 array log10(const array& a, StreamOrDevice s) { return float_unary("log10", UnaryOp::Log10, a, s); }
+namespace {
+// x + i·y from real parts (complex64).
+array complex_from(const array& x, const array& y, StreamOrDevice s) {
+  return add(astype(x, complex64, s), multiply(astype(y, complex64, s), array(std::complex<float>(0.0f, 1.0f)), s), s);
+}
+} // namespace
+
 array log1p(const array& a, StreamOrDevice s) {
+  if (a.dtype() == complex64) {
+    // log(1 + z) = log|1 + z| + i·arg(1 + z), with log|1 + z| = ½·log1p(x(2 + x) + y²) so
+    // that small z keep their digits (NumPy's and MLX's log1p take complex input too).
+    const array x = real(a, s), y = imag(a, s);
+    const array mag = multiply(array(0.5f), log1p(add(multiply(x, add(x, array(2.0f), s), s), square(y, s), s), s), s);
+    return complex_from(mag, arctan2(y, add(x, array(1.0f), s), s), s);
+  }
   return float_unary("log1p", UnaryOp::Log1p, a, s, false);
 }
 array sin(const array& a, StreamOrDevice s) { return float_unary("sin", UnaryOp::Sin, a, s); }
@@ -326,7 +340,10 @@ array erfinv(const array& a, StreamOrDevice s) {
 }
 
 array round(const array& a, int decimals, StreamOrDevice s) {
-  reject_complex("round", a);
+  if (a.dtype() == complex64) {
+    // The real and imaginary parts rounded apart (NumPy's and MLX's rule).
+    return complex_from(round(real(a, s), decimals, s), round(imag(a, s), decimals, s), s);
+  }
   Dtype t = a.dtype();
   if (!is_inexact(t)) {
     if (decimals >= 0) return a;

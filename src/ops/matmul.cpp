@@ -273,7 +273,7 @@ array kron(const array& a, const array& b, StreamOrDevice s) {
   for (size_t i = 0; i < nd; ++i) {
     ea.insert(ea.end(), {sa[i], 1});
     eb.insert(eb.end(), {1, sb[i]});
-    out_shape.push_back(sa[i] * sb[i]);
+    out_shape.push_back(checked_int32(int64_t{sa[i]} * sb[i], "kron", "each output dimension"));
   }
   array prod = multiply(reshape(a, ea, s), reshape(b, eb, s), s);
   return reshape(prod, out_shape, s);

@@ -290,7 +290,7 @@ array concatenate(std::vector<array> arrays, int axis, StreamOrDevice s) {
   }
   int ax = normalize_axis_index(axis, nd, "concatenate");
   Shape shape = arrays[0].shape();
-  shape[ax] = 0;
+  int64_t total = 0; // in 64 bits: the parts' sum may pass int32 (it wrapped to 0 once)
   for (auto& x : arrays) {
     bool match = static_cast<int>(x.ndim()) == nd;
     for (int i = 0; match && i < nd; ++i) match = i == ax || x.shape(i) == arrays[0].shape(i);
@@ -299,8 +299,9 @@ array concatenate(std::vector<array> arrays, int axis, StreamOrDevice s) {
           "concatenate", "arrays must have equal shapes except along axis ", ax, "; got ",
           arrays[0].shape(), " and ", x.shape(), ".");
     }
-    shape[ax] += x.shape(ax);
+    total += x.shape(ax);
   }
+  shape[ax] = checked_int32(total, "concatenate", "the size of the joined axis");
   Dtype dtype = result_type(arrays);
   for (auto& x : arrays) x = cast_if_needed(x, dtype, s);
   if (arrays.size() == 1) return arrays[0];
@@ -358,7 +359,7 @@ array repeat(const array& arr, int repeats, int axis, StreamOrDevice s) {
   Shape wide = arr.shape();
   wide.insert(wide.begin() + ax + 1, repeats);
   Shape out = arr.shape();
-  out[ax] *= repeats;
+  out[ax] = checked_int32(int64_t{out[ax]} * repeats, "repeat", "the repeated axis");
   return reshape(broadcast_to(expand_dims(arr, ax + 1, s), wide, s), out, s);
 }
 
@@ -392,6 +393,45 @@ array tile(const array& arr, std::vector<int> reps, StreamOrDevice s) {
 
 // ---------------------------------------------------------------------------------------
 // pad
+
+namespace {
+
+// The source index of every position of an axis of n padded with lo and hi in NumPy's
+// "reflect" or "symmetric" mode. NumPy fills a pad wider than the axis in rounds: each round
+// mirrors at most the filled length (less the edge for reflect) of what is there so far, the
+// left side first, and the right side's mirror can reach values the left side padded in
+// earlier rounds; so the result is not periodic when lo and hi differ (pad [0, 1, 2] by
+// (9, 1): 1 2 1 2 1 0 1 2 1 0 1 2 1). The rounds are run on indices here. A one-element
+// axis repeats its element (NumPy's legacy rule).
+std::vector<int32_t> reflect_table(int32_t n, int32_t lo, int32_t hi, bool symmetric) {
+  const int64_t len = int64_t{lo} + n + hi;
+  std::vector<int32_t> at(static_cast<size_t>(len), 0);
+  for (int32_t i = 0; i < n; ++i) at[lo + i] = i;
+  if (n == 1) {
+    std::fill(at.begin(), at.end(), 0);
+    return at;
+  }
+  const int64_t edge = symmetric ? 1 : 0;
+  int64_t left = lo, right = hi;
+  while (left > 0 || right > 0) {
+    const int64_t filled = len - left - right - (symmetric ? 0 : 1);
+    if (left > 0) {
+      const int64_t chunk = std::min(filled, left);
+      // Position left − chunk + j takes left + chunk − j − edge (the mirror across `left`).
+      for (int64_t j = 0; j < chunk; ++j) at[left - chunk + j] = at[left + chunk - j - edge];
+      left -= chunk;
+    }
+    if (right > 0) {
+      const int64_t chunk = std::min(filled, right);
+      const int64_t r = len - right; // the first position to fill
+      for (int64_t j = 0; j < chunk; ++j) at[r + j] = at[r - 2 + edge - j];
+      right -= chunk;
+    }
+  }
+  return at;
+}
+
+} // namespace
 
 array pad(
     const array& a,
@@ -438,7 +478,7 @@ array pad(
   }
   if (mode == "edge" || mode == "reflect" || mode == "symmetric") {
     // Each padded axis becomes a take with a table of source indices (NumPy's rules, a
-    // reflection repeated when the pad is wider than the axis).
+    // reflection repeated when the pad is wider than the axis: reflect_table).
     array out = a;
     for (size_t i = 0; i < ax.size(); ++i) {
       int d = ax[i];
@@ -450,20 +490,10 @@ array pad(
             ".");
       }
       std::vector<int32_t> index(static_cast<size_t>(lo) + n + hi);
-      for (int64_t p = -lo; p < int64_t{n} + hi; ++p) {
-        int64_t src;
-        if (mode == "edge") {
-          src = std::clamp<int64_t>(p, 0, n - 1);
-        } else if (mode == "reflect") {
-          const int64_t period = 2 * (int64_t{n} - 1);
-          int64_t m = period == 0 ? 0 : ((p % period) + period) % period;
-          src = m < n ? m : period - m;
-        } else {
-          const int64_t period = 2 * int64_t{n};
-          int64_t m = ((p % period) + period) % period;
-          src = m < n ? m : period - 1 - m;
-        }
-        index[p + lo] = static_cast<int32_t>(src);
+      if (mode == "edge") {
+        for (int64_t p = -lo; p < int64_t{n} + hi; ++p) index[p + lo] = static_cast<int32_t>(std::clamp<int64_t>(p, 0, n - 1));
+      } else {
+        index = reflect_table(n, lo, hi, mode == "symmetric");
       }
       array table(index.begin(), {static_cast<int32_t>(index.size())}, int32);
       out = take(out, table, d, s);

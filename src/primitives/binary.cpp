@@ -117,7 +117,9 @@ std::vector<array> Binary::jvp(
     auto d = binary_partial(op_, a, b, out, argnums[k], tangents[k]);
     if (d) total = total ? add(*total, *d) : *d;
   }
-  if (!total) return {zeros_like(out)};
+  // No partial (comparisons, floor_divide...): zeros in the tangent's dtype, not the output's
+  // (a comparison's bool), as MLX (its issue 3081).
+  if (!total) return {zeros(out.shape(), tangents.empty() ? out.dtype() : tangents[0].dtype())};
   // Only a 0-d input had a tangent: the product is 0-d too.
   return {total->shape() == out.shape() ? *total : broadcast_to(*total, out.shape())};
 }

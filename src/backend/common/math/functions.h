@@ -97,10 +97,15 @@ NUVEC_HD float abs(const T& z) {
   return cstd::abs(arith(z));
 }
 
-/// z ** w for complex numbers.
+/// z ** w for complex numbers, with NumPy's zeros: z ** 0 is 1 (0 ** 0 too) and 0 ** w is 0
+/// for real w > 0 (exp(w · log 0) would give NaN for both).
 template <Complex T>
 NUVEC_HD T pow(const T& z, const T& w) {
-  return T(cstd::pow(arith(z), arith(w)));
+  const auto zc = arith(z), wc = arith(w);
+  using V = decltype(zc);
+  if (wc.real() == 0 && wc.imag() == 0) return T(V(1, 0));
+  if (zc.real() == 0 && zc.imag() == 0 && wc.imag() == 0 && wc.real() > 0) return T(V(0, 0));
+  return T(cstd::pow(zc, wc));
 }
 
 /// Whether x is +-inf.
