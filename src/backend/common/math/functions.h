@@ -101,10 +101,9 @@ NUVEC_HD float abs(const T& z) {
 /// for real w > 0 (exp(w · log 0) would give NaN for both).
 template <Complex T>
 NUVEC_HD T pow(const T& z, const T& w) {
-  const auto zc = arith(z), wc = arith(w);
-  using V = decltype(zc);
-  if (wc.real() == 0 && wc.imag() == 0) return T(V(1, 0));
-  if (zc.real() == 0 && zc.imag() == 0 && wc.imag() == 0 && wc.real() > 0) return T(V(0, 0));
+  const complex_lib_t zc = arith(z), wc = arith(w);
+  if (wc.real() == 0 && wc.imag() == 0) return T(complex_lib_t(1.0f, 0.0f));
+  if (zc.real() == 0 && zc.imag() == 0 && wc.imag() == 0 && wc.real() > 0) return T(complex_lib_t(0.0f, 0.0f));
   return T(cstd::pow(zc, wc));
 }
 
