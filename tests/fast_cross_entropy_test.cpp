@@ -186,3 +186,31 @@ TEST(FastCrossEntropy, VmapOverAnEmptyBatch) {
   auto f = vmap([](const std::vector<array>& in) { return std::vector<array>{fast::cross_entropy(in[0], in[1])}; });
   EXPECT_EQ(f({x, t})[0].shape(), (Shape{0, 3}));
 }
+
+// Large logits keep their digits (MLX's test_losses/test_nn): the loss is (max − x_t) +
+// log(sum(exp(x − max))) and the gradient's exponent (x − x_t) − loss, where lse − x_t and
+// exp(x − (loss + x_t)) rounded at the logits' magnitude (1e6 + [2, −1] gave 0.0625 for
+// 0.048587; [1e8, 1e8] gave 0 and a gradient [0, 1]). Kernel and fallback alike, and through
+// nn::losses::cross_entropy (fused, smoothed, probabilities) and nn::log_softmax.
+TEST(FastCrossEntropy, LargeLogitsKeepTheirDigits) {
+  const array shifted = add(array({2.0f, -1.0f}, {1, 2}), array(1e6f));
+  const array target = array({0}, int32);
+  EXPECT_NEAR(fast::cross_entropy(shifted, target).item<float>(), 0.048587351f, 1e-6);
+  for (float big : {1e4f, 1e8f, 1e20f, 1e36f}) {
+    SCOPED_TRACE(big);
+    const array even = full({1, 2}, array(big), float32);
+    EXPECT_NEAR(fast::cross_entropy(even, target).item<float>(), 0.69314718f, 1e-6);
+    const array g = grad([&](const array& x) { return sum(fast::cross_entropy(x, target)); })(even);
+    expect_allclose(g, array({-0.5f, 0.5f}, {1, 2}), 1e-6, 1e-6);
+    // The fallback graph (its meaning) agrees with the kernel.
+    const auto& fb = dynamic_cast<fast::FastPrimitive&>(fast::cross_entropy(even, target).primitive()).fallback();
+    EXPECT_NEAR(fb({even, target})[0].item<float>(), 0.69314718f, 1e-6);
+    expect_allclose(nn::log_softmax(even), full({1, 2}, array(-0.69314718f), float32), 1e-6, 1e-6);
+    EXPECT_NEAR(nn::losses::cross_entropy(even, target, std::nullopt, -1, 0.3f).item<float>(), 0.69314718f, 1e-6);
+    EXPECT_NEAR(nn::losses::cross_entropy(even, array({1.0f, 0.0f}, {1, 2})).item<float>(), 0.69314718f, 1e-6);
+  }
+  // MLX's test_cross_entropy: label smoothing with probability targets, [0.498587] twice.
+  const array l = array({2.0f, -1.0f, -1.0f, 2.0f}, {2, 2}), probs = array({1.0f, 0.0f, 0.0f, 1.0f}, {2, 2});
+  expect_allclose(nn::losses::cross_entropy(l, probs, std::nullopt, -1, 0.3f), array({0.49858735f, 0.49858735f}),
+                  1e-6, 1e-6);
+}

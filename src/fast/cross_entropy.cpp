@@ -82,8 +82,13 @@ CrossEntropy::CrossEntropy(Stream stream)
         const array& x = in[0];
         array xf = astype(x, fast::cross_entropy_dtype(x.dtype()), stream);
         array y = wrap_targets(in[1], x.shape(-1), stream);
-        array lse = squeeze(fast::logsumexp_graph(xf, {-1}, stream), -1, stream);
-        return std::vector<array>{subtract(lse, target_score(xf, y, stream), stream)};
+        // (max − x_t) + logsumexp(x − max), the kernels' order (cross_entropy_rules.h): lse −
+        // x_t rounds lse at the logits' magnitude. A non-finite max shifts by 0 instead, so
+        // such rows keep lse − x_t's answers (logsumexp_graph's special cases).
+        array m = stop_gradient(max(xf, {-1}, true, stream), stream);
+        m = where(isfinite(m, stream), m, zeros_like(m, stream), stream);
+        array lse = squeeze(fast::logsumexp_graph(subtract(xf, m, stream), {-1}, stream), -1, stream);
+        return std::vector<array>{add(subtract(squeeze(m, -1, stream), target_score(xf, y, stream), stream), lse, stream)};
       }) {}
 
 const char* CrossEntropy::name() const {
@@ -142,8 +147,10 @@ CrossEntropyVjp::CrossEntropyVjp(Stream stream)
         const Dtype acc = fast::cross_entropy_dtype(x.dtype());
         array xf = astype(x, acc, stream);
         array y = wrap_targets(in[1], classes, stream);
-        array lse = add(in[2], target_score(xf, y, stream), stream);
-        array p = exp(subtract(xf, expand_dims(lse, -1, stream), stream), stream);
+        // exp((x − x_t) − loss), the kernels' order: lse = loss + x_t would round at the logits'
+        // magnitude.
+        array xt = expand_dims(target_score(xf, y, stream), -1, stream);
+        array p = exp(subtract(subtract(xf, xt, stream), expand_dims(in[2], -1, stream), stream), stream);
         array onehot = astype(one_hot(y, classes, stream), acc, stream);
         array gx = multiply(expand_dims(in[3], -1, stream), subtract(p, onehot, stream), stream);
         return std::vector<array>{astype(gx, x.dtype(), stream)};

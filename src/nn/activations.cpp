@@ -53,7 +53,12 @@ array softmax(const array& x, int axis) {
 }
 
 array log_softmax(const array& x, int axis) {
-  return x - logsumexp(x, axis, /*keepdims=*/true);
+  // (x − max) − logsumexp(x − max): x − logsumexp(x) rounds the logsumexp at the inputs'
+  // magnitude first ([1e8, 1e8] gave [0, 0], not −log 2). A non-finite max shifts by 0.
+  array m = stop_gradient(max(x, axis, /*keepdims=*/true));
+  m = where(isfinite(m), m, zeros_like(m));
+  const array shifted = x - m;
+  return shifted - logsumexp(shifted, axis, /*keepdims=*/true);
 }
 
 } // namespace nuvec::nn

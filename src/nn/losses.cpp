@@ -79,24 +79,26 @@ array cross_entropy(
     }
     return reduce(loss, reduction, op);
   }
-  array lse = logsumexp(logits, ax);
-  array loss = lse;
-  if (targets.ndim() == logits.ndim()) {
-    // Probabilities over the classes.
+  // MLX's loss, lse − (1 − ls)·score − ls·mean(logits) with score the target's logit or
+  // sum(logits · targets), computed on x = logits − max: the max cancels (but for
+  // probabilities that do not sum to 1, whose term (1 − ls)·max·(1 − sum(targets)) is kept),
+  // so large logits keep their digits where lse − score rounds lse at their magnitude first.
+  array m = stop_gradient(max(logits, ax, /*keepdims=*/true));
+  m = where(isfinite(m), m, zeros_like(m));
+  const array x = logits - m;
+  const array lse = logsumexp(x, ax);
+  const bool probabilities = targets.ndim() == logits.ndim();
+  array score = array(0.0f);
+  if (probabilities) {
     check_same_shape(logits, targets, "logits and probability targets", op);
-    if (label_smoothing > 0) {
-      throw_invalid_argument(op, "label_smoothing must be 0 with probability targets; got ", label_smoothing, ".");
-    }
-    loss = lse - sum(logits * targets, ax);
+    score = sum(x * targets, ax);
   } else {
-    array score = pick(logits, targets, ax, op);
-    if (label_smoothing > 0) {
-      const double ls = label_smoothing;
-      loss = lse - scalar(1.0 - ls, score) * score - scalar(ls, score) * mean(logits, ax);
-    } else {
-      loss = lse - score;
-    }
+    score = pick(x, targets, ax, op);
   }
+  const double ls = label_smoothing;
+  array loss = lse - (ls > 0 ? scalar(1.0 - ls, score) * score : score);
+  if (ls > 0) loss = loss - scalar(ls, score) * mean(x, ax);
+  if (probabilities) loss = loss + scalar(1.0 - ls, score) * squeeze(m, ax) * (scalar(1.0, score) - sum(targets, ax));
   if (weights) {
     check_same_shape(*weights, loss, "weights and the per-example loss", op);
     loss = loss * *weights;

@@ -27,7 +27,8 @@ array leaky_relu(const array& x, float negative_slope = 0.01f);
 /// exp(x - max) / sum(exp(x - max)) along axis (default last). Throws std::out_of_range for
 /// a bad axis. Source: MLX nn.softmax.
 array softmax(const array& x, int axis = -1);
-/// x - logsumexp(x, axis, keepdims), computed stably. Throws std::out_of_range for a bad
+/// x - logsumexp(x, axis, keepdims), computed as (x - max) - logsumexp(x - max) so that
+/// large inputs keep their digits. Throws std::out_of_range for a bad
 /// axis. Source: MLX nn.log_softmax.
 array log_softmax(const array& x, int axis = -1);
 

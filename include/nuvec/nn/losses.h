@@ -11,9 +11,11 @@
 namespace nuvec::nn::losses {
 
 /// Cross entropy of `logits` against `targets`: class indices (integer, logits' shape
-/// without `axis`) or probabilities (logits' shape). With indices and label smoothing ls:
-/// loss = logsumexp(logits) - (1 - ls) logits[target] - ls mean(logits, axis); with
-/// probabilities: logsumexp(logits) - sum(targets * logits, axis) (ls is not allowed).
+/// without `axis`) or probabilities (logits' shape). With label smoothing ls: loss =
+/// logsumexp(logits) - (1 - ls) score - ls mean(logits, axis), where score is logits[target]
+/// or, for probabilities, sum(targets * logits, axis) (MLX's rule for both). Computed on
+/// logits − max, so that large logits keep their digits; class indices without smoothing run
+/// the fused fast::cross_entropy.
 /// `weights` (the loss's shape) multiply the per-element losses before the reduction.
 /// Default reduction "none" (MLX). Throws std::invalid_argument ("[cross_entropy] ...") for
 /// mismatched shapes, ls outside [0, 1) or a bad reduction. Source: MLX nn.losses.cross_entropy.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "backend/common/dispatch.h"
 #include "backend/common/math/functions.h"
@@ -136,14 +137,16 @@ inline A from_order_key(I key) {
   return __builtin_bit_cast(A, order_key(__builtin_bit_cast(A, key)));
 }
 
-/// log(sum(exp(x))) of one row of n elements, in acc_t<T>: the max, then sum(exp(x − max)) in
-/// double partials (a row of 1e5 float terms summed in float would lose ~1e-5), then max +
-/// log(sum); both passes vectorised, float exp by math::exp_f32 (within 1 ulp). NaN anywhere
-/// gives NaN; a row whose max is ±inf gives that infinity (the LogSumExp fallback's special
-/// cases; CrossEntropy shares them).
+/// log(sum(exp(x))) of one row of n elements in two parts, {max, log(sum(exp(x − max)))}, in
+/// acc_t<T>: the max, then the sum in double partials (a row of 1e5 float terms summed in
+/// float would lose ~1e-5); both passes vectorised, float exp by math::exp_f32 (within 1
+/// ulp). NaN anywhere gives {NaN, 0}; a row whose max is ±inf gives {that infinity, 0} (the
+/// LogSumExp fallback's special cases; CrossEntropy shares them, subtracting its target's
+/// logit from the max before adding the sum's log: cross_entropy_rules.h).
 template <typename T>
-acc_t<T> logsumexp_row(const T* src, int64_t n) {
+std::pair<acc_t<T>, acc_t<T>> logsumexp_parts(const T* src, int64_t n) {
   using A = acc_t<T>;
+  using P = std::pair<A, A>;
   return vectorized([&] {
     const auto x = [&](int64_t i) { return static_cast<A>(src[i]); };
     using I = decltype(order_key(A(0)));
@@ -152,16 +155,23 @@ acc_t<T> logsumexp_row(const T* src, int64_t n) {
                                                [](I a, I b) { return a > b ? a : b; }));
     // A NaN with its sign bit clear is the max; one with it set reaches the sum through
     // exp(NaN), or the scan when the max is infinite.
-    if (m != m) return m;
+    if (m != m) return P{m, A(0)};
     if (math::is_inf(m)) { // all -inf (or no elements), or a +inf: exp(x - m) is 0 or NaN
       for (int64_t i = 0; i < n; ++i) {
-        if (x(i) != x(i)) return std::numeric_limits<A>::quiet_NaN();
+        if (x(i) != x(i)) return P{std::numeric_limits<A>::quiet_NaN(), A(0)};
       }
-      return m;
+      return P{m, A(0)};
     }
     const double s = sum_lanes(n, [&](int64_t i) { return math::Exp{}(x(i) - m); });
-    return m + static_cast<A>(std::log(s));
+    return P{m, static_cast<A>(std::log(s))};
   });
+}
+
+/// log(sum(exp(x))) of one row: max + log(sum(exp(x − max))) (logsumexp_parts).
+template <typename T>
+acc_t<T> logsumexp_row(const T* src, int64_t n) {
+  const auto [m, l] = logsumexp_parts(src, n);
+  return m + l;
 }
 
 } // namespace nuvec::cpu

@@ -18,12 +18,20 @@
 
 namespace nuvec::cu {
 
-/// The logsumexp (in math::compute_t<T>) of src[0, n), returned to every thread of the
-/// group; `lane` is the thread's index in its group. Every thread of the block must call it
-/// (src null for a group past the last row: it then contributes the identity). `aligned`:
-/// src is 16-byte aligned and n a multiple of 16 / sizeof(T).
+/// A row's logsumexp in two parts: max + log_sum, log_sum = log(sum(exp(x − max))).
+template <typename A>
+struct LseParts {
+  A max, log_sum;
+};
+
+/// The logsumexp (in math::compute_t<T>) of src[0, n) in parts, returned to every thread of
+/// the group; `lane` is the thread's index in its group. Every thread of the block must call
+/// it (src null for a group past the last row: it then contributes the identity).
+/// `aligned`: src is 16-byte aligned and n a multiple of 16 / sizeof(T). The special cases
+/// come with log_sum 0: {NaN, 0} for a NaN anywhere, {±inf, 0} for a max of ±inf.
 template <typename T, int TPR>
-__device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_t n, int lane, bool aligned) {
+__device__ __forceinline__ LseParts<math::compute_t<T>> row_logsumexp_parts(const T* src, int64_t n, int lane,
+                                                                            bool aligned) {
   using A = math::compute_t<T>;
   constexpr int W = vec_elems<T>();
   constexpr int kWidth = TPR < 32 ? TPR : 32;
@@ -84,9 +92,16 @@ __device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_
     ms = warp_allreduce(ms, kWidth, OnlineMerge{});
     nan = warp_allreduce(nan, kWidth, either);
   }
-  if (nan) return std::numeric_limits<A>::quiet_NaN();
-  if (ms.m == std::numeric_limits<A>::infinity() || ms.m == neg_inf<A>()) return ms.m;
-  return ms.m + math::log(ms.s);
+  if (nan) return {std::numeric_limits<A>::quiet_NaN(), A(0)};
+  if (ms.m == std::numeric_limits<A>::infinity() || ms.m == neg_inf<A>()) return {ms.m, A(0)};
+  return {ms.m, math::log(ms.s)};
+}
+
+/// The logsumexp of src[0, n): max + log_sum of row_logsumexp_parts (same arguments).
+template <typename T, int TPR>
+__device__ __forceinline__ math::compute_t<T> row_logsumexp(const T* src, int64_t n, int lane, bool aligned) {
+  const auto p = row_logsumexp_parts<T, TPR>(src, n, lane, aligned);
+  return p.max + p.log_sum;
 }
 
 } // namespace nuvec::cu

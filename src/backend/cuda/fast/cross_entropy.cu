@@ -1,13 +1,14 @@
 // nuvec: GPU kernels of CrossEntropy and CrossEntropyVjp (rules and fallbacks in
 // src/fast/cross_entropy.cpp; semantics are the CPU kernels'). Forward: the row's logsumexp
 // by a warp (rows up to 1024 classes) or a block of 256 (device/row_logsumexp.cuh, the
-// LogSumExp kernel's), minus the target's logit: one read of the logits. Backward: a block
-// per row (grid-stride), g · (exp(x − lse) − [i == target]) with lse = loss + x[target], one
-// read of the logits and one write of the gradient in 16-byte vectors where aligned.
+// LogSumExp kernel's) in parts, and the target's logit make the loss: one read of the
+// logits. Backward: a block per row (grid-stride), g · (exp(x − lse) − [i == target]) with
+// the exponent from the forward's loss, one read of the logits and one write of the gradient
+// in 16-byte vectors where aligned. Both in the order of cross_entropy_rules.h.
 // Logits whose rows are not dense and row-major are copied to that form first.
 #include <cstdint>
 
-#include "backend/common/class_index.h"
+#include "backend/common/cross_entropy_rules.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/device/row_logsumexp.cuh"
 #include "backend/cuda/kernel_utils.cuh"
@@ -31,10 +32,10 @@ __global__ void __launch_bounds__(BLOCK) cross_entropy_kernel(
   const int lane = threadIdx.x % TPR;
   const int64_t row = int64_t(blockIdx.x) * kRows + threadIdx.x / TPR;
   const T* src = row < rows ? x + row * n : nullptr;
-  const A lse = cu::row_logsumexp<T, TPR>(src, n, lane, aligned);
+  const auto lse = cu::row_logsumexp_parts<T, TPR>(src, n, lane, aligned);
   if (lane == 0 && row < rows) {
     const int64_t y = class_index(targets[row], n);
-    loss[row] = lse - (y >= 0 ? cu::to_acc(src[y]) : A(0));
+    loss[row] = math::cross_entropy_loss(lse.max, lse.log_sum, y >= 0 ? A(cu::to_acc(src[y])) : A(0));
   }
 }
 
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(BLOCK) cross_entropy_vjp_kernel(
     const T* xr = x + row * n;
     T* dr = dx + row * n;
     const int64_t y = class_index(targets[row], n);
-    const A lse = loss[row] + (y >= 0 ? cu::to_acc(xr[y]) : A(0));
+    const A xt = y >= 0 ? A(cu::to_acc(xr[y])) : A(0), loss_r = loss[row];
     const A gr = g[row];
     if (aligned) {
       for (int64_t v = threadIdx.x; v < n / W; v += BLOCK) {
@@ -62,14 +63,14 @@ __global__ void __launch_bounds__(BLOCK) cross_entropy_vjp_kernel(
         cu::Vec<T, W> out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const A p = math::exp(cu::to_acc(raw[j]) - lse);
+          const A p = math::exp(math::cross_entropy_exponent(A(cu::to_acc(raw[j])), loss_r, xt));
           out[j] = cu::store_as<T>(gr * (v * W + j == y ? p - A(1) : p));
         }
         cu::store_vec<W>(dr + v * W, out);
       }
     } else {
       for (int64_t i = threadIdx.x; i < n; i += BLOCK) {
-        const A p = math::exp(cu::to_acc(xr[i]) - lse);
+        const A p = math::exp(math::cross_entropy_exponent(A(cu::to_acc(xr[i])), loss_r, xt));
         dr[i] = cu::store_as<T>(gr * (i == y ? p - A(1) : p));
       }
     }
