@@ -685,7 +685,7 @@ TEST(Errors, BadInputNamesTheOp) {
   expect_throws_naming<std::invalid_argument>([&] { arctan2(z, z); }, "[arctan2]");
   // logaddexp takes complex input, as MLX (tests/mlx_conformance_test.cpp).
   expect_throws_naming<std::invalid_argument>([&] { logaddexp(z, ones({7, 7})); }, "[logaddexp]");
-  expect_throws_naming<std::invalid_argument>([&] { round(z); }, "[round]");
+  // round and log1p take complex input too, as MLX (tests/mlx_conformance_test.cpp).
   expect_throws_naming<std::invalid_argument>([&] { isclose(a, b); }, "[isclose]");
 }
 

@@ -270,7 +270,8 @@ TEST(BatchNorm, TrainUpdatesRunningStatsEvalUsesThem) {
     for (int c = 0; c < C; ++c) ref[r * C + c] = (xv[r * C + c] - mu[c]) / std::sqrt(var[c] + 1e-5);
   expect_close(bn(x), x.shape(), ref, 1e-6, 1e-6);
   std::vector<double> rm(C), rv(C);
-  for (int c = 0; c < C; ++c) rm[c] = 0.1 * mu[c], rv[c] = 0.9 + 0.1 * var[c];
+  // The running variance from the unbiased batch variance (R / (R - 1), as MLX and PyTorch).
+  for (int c = 0; c < C; ++c) rm[c] = 0.1 * mu[c], rv[c] = 0.9 + 0.1 * var[c] * R / (R - 1);
   expect_close(bn.parameters().at("running_mean"), {C}, rm, 1e-6, 1e-6);
   expect_close(bn.parameters().at("running_var"), {C}, rv, 1e-6, 1e-6);
 
@@ -281,6 +282,16 @@ TEST(BatchNorm, TrainUpdatesRunningStatsEvalUsesThem) {
   expect_close(bn(x), x.shape(), ref, 1e-6, 1e-6);
   expect_close(bn.parameters().at("running_mean"), {C}, rm, 1e-6, 1e-6); // unchanged in eval
   expect_throws_naming<std::invalid_argument>([&] { bn(randn({4, 2})); }, "[nn.BatchNorm]");
+  // MLX: one value per feature cannot train (test_batch_norm_stats); eps must be positive
+  // for every norm (test_norm_eps_validation).
+  nn::BatchNorm one(C);
+  expect_throws_naming<std::invalid_argument>([&] { one(randn({1, C})); }, "[nn.BatchNorm]");
+  for (float eps : {-1.0f, -1e-30f, 0.0f}) {
+    expect_throws_naming<std::invalid_argument>([&] { nn::BatchNorm b(C, eps); }, "[nn.BatchNorm]");
+    expect_throws_naming<std::invalid_argument>([&] { nn::LayerNorm l(C, eps); }, "[nn.LayerNorm]");
+    expect_throws_naming<std::invalid_argument>([&] { nn::RMSNorm r(C, eps); }, "[nn.RMSNorm]");
+  }
+  nn::RMSNorm tiny(C, 1e-30f); // anything positive constructs
 }
 
 TEST(Dropout, MasksScalesAndIsIdentityInEval) {
@@ -562,6 +573,12 @@ TEST(Module, FreezeUnfreezeByPathAndModule) {
   EXPECT_EQ(model.trainable_parameters().size(), 6u);
   expect_throws_naming<std::invalid_argument>([&] { model.freeze({"layers.7"}); }, "[nn.Module.freeze]");
   expect_throws_naming<std::invalid_argument>([&] { model.unfreeze({"layers.0.w"}); }, "[nn.Module.unfreeze]");
+  // A local name applies in every module (MLX's freeze(keys="bias")).
+  model.freeze({"bias"});
+  keys.clear();
+  for (auto& [k, v] : model.trainable_parameters()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"layers.0.weight", "layers.2.norm.weight", "layers.2.proj.weight"}));
+  expect_throws_naming<std::invalid_argument>([&] { model.freeze({"gamma"}); }, "[nn.Module.freeze]");
 }
 
 TEST(Module, ValueAndGradMatchesFiniteDifferencesAndRespectsFreezing) {

@@ -184,8 +184,17 @@ array Embedding::as_linear(const array& x) const {
 // ---------------------------------------------------------------------------------------
 // Normalisation
 
+namespace {
+// MLX's guard (test_norm_eps_validation): eps is added under a square root, so a negative one
+// gives NaN for rows of small variance and 0 gives NaN for rows of none.
+void check_eps(const char* op, float eps) {
+  if (!(eps > 0.0f)) throw_invalid_argument(op, "eps must be positive; got ", eps, ".");
+}
+} // namespace
+
 RMSNorm::RMSNorm(int dims, float eps) : dims_(dims), eps_(eps) {
   check_positive("nn.RMSNorm", "dims", dims);
+  check_eps("nn.RMSNorm", eps);
   register_parameter("weight", ones({dims}));
 }
 
@@ -205,6 +214,7 @@ array RoPE::forward(const array& x, int offset) {
 
 LayerNorm::LayerNorm(int dims, float eps, bool affine, bool bias) : dims_(dims), eps_(eps) {
   check_positive("nn.LayerNorm", "dims", dims);
+  check_eps("nn.LayerNorm", eps);
   if (affine) {
     register_parameter("weight", ones({dims}));
     if (bias) register_parameter("bias", zeros({dims}));
@@ -223,6 +233,7 @@ array LayerNorm::forward(const array& x) {
 BatchNorm::BatchNorm(int num_features, float eps, float momentum, bool affine, bool track_running_stats)
     : num_features_(num_features), eps_(eps), momentum_(momentum), track_(track_running_stats) {
   check_positive("nn.BatchNorm", "num_features", num_features);
+  check_eps("nn.BatchNorm", eps);
   if (affine) {
     register_parameter("weight", ones({num_features}));
     register_parameter("bias", zeros({num_features}));
@@ -246,11 +257,19 @@ array BatchNorm::forward(const array& x) {
     mu = mean(x, axes);
     v = var(x, axes);
     if (training() && track_) {
+      // The running variance takes the unbiased batch variance (n / (n − 1), as MLX and
+      // PyTorch), which a single value per feature does not have.
+      const int64_t n = static_cast<int64_t>(x.size() / static_cast<size_t>(num_features_));
+      if (n < 2) {
+        throw_invalid_argument("nn.BatchNorm", "training needs more than one value per feature; got shape ", x.shape(),
+                               ".");
+      }
       const array& rm = param("running_mean");
       const array& rv = param("running_var");
       auto m = scalar(momentum_, rm), keep = scalar(1.0 - momentum_, rm);
+      const array unbiased = v * scalar(double(n) / double(n - 1), v);
       set_param("running_mean", keep * rm + m * stop_gradient(astype(mu, rm.dtype())));
-      set_param("running_var", keep * rv + m * stop_gradient(astype(v, rv.dtype())));
+      set_param("running_var", keep * rv + m * stop_gradient(astype(unbiased, rv.dtype())));
     }
   } else {
     mu = param("running_mean");

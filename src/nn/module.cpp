@@ -172,23 +172,31 @@ void Module::set_frozen(const std::vector<std::string>& paths, bool frozen, cons
   auto modules = named_modules();
   std::map<std::string, Entry*> params;
   std::map<std::string, Module*> mods;
+  // Every module's entries by local name: MLX's freeze(keys=...) names local parameters and
+  // applies them in every module of the tree ("bias": every bias).
+  std::multimap<std::string, Entry*> local;
   for (auto& [path, m] : modules) {
     mods[path] = m;
-    for (auto& e : m->params_) params[path.empty() ? e.name : path + "." + e.name] = &e;
+    for (auto& e : m->params_) {
+      params[path.empty() ? e.name : path + "." + e.name] = &e;
+      local.emplace(e.name, &e);
+    }
   }
   // Validate all first so a bad path changes nothing.
   for (auto& p : paths) {
-    if (!params.count(p) && (p.empty() || !mods.count(p))) {
-      throw_invalid_argument(op, "paths must name a parameter or a submodule; got '", p, "'.");
+    if (!params.count(p) && (p.empty() || !mods.count(p)) && !local.count(p)) {
+      throw_invalid_argument(op, "paths must name a parameter, a submodule or a parameter name of some module; got '",
+                             p, "'.");
     }
   }
+  auto set = [&](Entry* e) { e->frozen = frozen || e->buffer; };
   for (auto& p : paths) {
     if (auto it = params.find(p); it != params.end()) {
-      it->second->frozen = frozen || it->second->buffer;
-    } else if (frozen) {
-      mods[p]->freeze();
+      set(it->second);
+    } else if (auto m = mods.find(p); m != mods.end() && !p.empty()) {
+      frozen ? m->second->freeze() : m->second->unfreeze();
     } else {
-      mods[p]->unfreeze();
+      for (auto [it, end] = local.equal_range(p); it != end; ++it) set(it->second);
     }
   }
 }

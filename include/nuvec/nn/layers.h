@@ -98,7 +98,8 @@ class Embedding : public Module {
 };
 
 /// y = x * rsqrt(mean(x^2, -1) + eps) * weight; weight (dims) ones. x: (..., dims).
-/// Throws std::invalid_argument ("[nn.RMSNorm] ...") when the last axis is not dims.
+/// Throws std::invalid_argument ("[nn.RMSNorm] ...") for eps <= 0 (MLX) or when the last
+/// axis is not dims.
 /// Runs fast::rms_norm (the fused RmsNorm kernel). Source: MLX nn.RMSNorm (eps 1e-5).
 class RMSNorm : public Module {
  public:
@@ -131,7 +132,8 @@ class RoPE : public Module {
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance);
 /// weight ones, bias zeros (when affine; bias only when `bias`). x: (..., dims).
-/// Throws std::invalid_argument ("[nn.LayerNorm] ...") when the last axis is not dims.
+/// Throws std::invalid_argument ("[nn.LayerNorm] ...") for eps <= 0 (MLX) or when the last
+/// axis is not dims.
 /// Source: MLX nn.LayerNorm (eps 1e-5, affine true, bias true).
 class LayerNorm : public Module {
  public:
@@ -147,11 +149,12 @@ class LayerNorm : public Module {
 /// Batch normalisation over every axis but the last (features): x (N, C), (N, L, C) or
 /// (N, H, W, C). Training: normalises by the batch mean and biased variance and, when
 /// tracking, updates running_mean = (1 - momentum) running_mean + momentum mean (and
-/// running_var likewise, from the biased batch variance; gradients do not flow into the
-/// running stats). Eval: normalises by the running stats. weight ones, bias zeros (affine);
-/// running_mean zeros, running_var ones as buffers (saved, never trained).
-/// Throws std::invalid_argument ("[nn.BatchNorm] ...") for a last axis other than
-/// num_features or fewer than 2 or more than 4 dimensions.
+/// running_var likewise, from the unbiased batch variance, n / (n - 1) times the biased one,
+/// as MLX and PyTorch; gradients do not flow into the running stats). Eval: normalises by the
+/// running stats. weight ones, bias zeros (affine); running_mean zeros, running_var ones as
+/// buffers (saved, never trained). Throws std::invalid_argument ("[nn.BatchNorm] ...") for
+/// eps <= 0, a last axis other than num_features, fewer than 2 or more than 4 dimensions,
+/// or, when training with running stats, one value per feature.
 /// Source: MLX nn.BatchNorm (eps 1e-5, momentum 0.1).
 class BatchNorm : public Module {
  public:

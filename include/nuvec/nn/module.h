@@ -59,9 +59,10 @@ class Module {
   void freeze();
   /// Unfreezes every parameter of the tree (buffers stay frozen).
   void unfreeze();
-  /// Freezes / unfreezes by path: a parameter path ("layers.0.bias") or a module path
-  /// ("layers.0", every parameter under it). Throws std::invalid_argument naming the path
-  /// when it is neither.
+  /// Freezes / unfreezes by path: a parameter path ("layers.0.bias"), a module path
+  /// ("layers.0", every parameter under it), or a local parameter name, which applies in
+  /// every module of the tree ("bias": every bias, MLX's freeze(keys=...)). Buffers stay
+  /// frozen. Throws std::invalid_argument naming the path when it is none of these.
   void freeze(const std::vector<std::string>& paths);
   void unfreeze(const std::vector<std::string>& paths);
 
