@@ -378,7 +378,12 @@ TEST(Pooling, MaxAndAvgMatchHandLoopsAndDifferentiate) {
   check_grad([&](const std::vector<array>& a) { return mp2(a[0]); }, {randn({1, 4, 4, 2})});
   check_grad([&](const std::vector<array>& a) { return ap2(a[0]); }, {randn({1, 5, 4, 2})});
   expect_throws_naming<std::invalid_argument>([&] { mp2(randn({4, 4, 2})); }, "[nn.MaxPool2d]");
-  expect_throws_naming<std::invalid_argument>([] { nn::AvgPool2d(2, 1, 2); }, "[nn.AvgPool2d]");
+  expect_throws_naming<std::invalid_argument>([] { nn::AvgPool2d(2, 1, -1); }, "[nn.AvgPool2d]");
+  // Padding past half the kernel, as MLX allows (test_pooling: MaxPool1d(3, padding=2)): the
+  // windows [pad, pad, x0], [x1, x2, x3], [x4, pad, pad].
+  const array x5 = reshape(array({3.0f, -1.0f, 5.0f, 2.0f, -4.0f}), {1, 5, 1});
+  EXPECT_TRUE(array_equal(nn::MaxPool1d(3, 0, 2)(x5), reshape(array({3.0f, 5.0f, -4.0f}), {1, 3, 1})).item<bool>());
+  EXPECT_TRUE(allclose(nn::AvgPool1d(3, 0, 2)(x5), reshape(array({1.0f, 2.0f, -4.0f / 3}), {1, 3, 1})).item<bool>());
 }
 
 // ---------------------------------------------------------------------------------------

@@ -73,9 +73,9 @@ void check_pool_args(const char* op, const std::vector<int>& k, const std::vecto
   for (size_t d = 0; d < k.size(); ++d) {
     if (k[d] <= 0) throw_invalid_argument(op, "kernel_size must be positive; got ", k[d], ".");
     if (s[d] <= 0) throw_invalid_argument(op, "stride must be positive; got ", s[d], ".");
-    if (p[d] < 0 || 2 * p[d] > k[d]) {
-      throw_invalid_argument(op, "padding must be in [0, kernel_size / 2]; got ", p[d], " for kernel ", k[d], ".");
-    }
+    // Any padding, as MLX (PyTorch caps it at half the kernel): a window inside the padding
+    // is -inf for max and 0 for the average.
+    if (p[d] < 0) throw_invalid_argument(op, "padding must be non-negative; got ", p[d], ".");
   }
 }
 

@@ -190,8 +190,9 @@ class Dropout : public Module {
 /// slices and a max / mean over the window (differentiable through those ops). stride
 /// defaults to kernel_size; padding pads both sides with -inf (max) or 0 (avg; padded zeros
 /// count in the average, as MLX). Output length (L + 2 padding - kernel) / stride + 1.
-/// Throws std::invalid_argument ("[nn.MaxPool2d] ...") for non-positive sizes, padding over
-/// half the kernel, wrong rank or a window larger than the padded input.
+/// Any non-negative padding, as MLX (a window inside it is -inf for max, 0 for the average).
+/// Throws std::invalid_argument ("[nn.MaxPool2d] ...") for non-positive sizes, negative
+/// padding, wrong rank or a window larger than the padded input.
 /// Source: MLX nn.MaxPool1d/2d, nn.AvgPool1d/2d.
 class MaxPool1d : public Module {
  public:
