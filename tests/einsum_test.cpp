@@ -276,7 +276,10 @@ TEST(Hadamard, Errors) {
     SCOPED_TRACE("n = " + std::to_string(n));
     expect_throws_naming<std::invalid_argument>([&] { hadamard_transform(randn({2, n})); }, "[hadamard_transform]");
   }
-  expect_throws_naming<std::invalid_argument>([] { hadamard_transform(array(1.0f)); }, "[hadamard_transform]");
+  // n = 1, a 0-d array included: MLX's test_hadamard (the input itself, or times the scale).
+  EXPECT_EQ(hadamard_transform(array(5.0f)).item<float>(), 5.0f);
+  EXPECT_NEAR(hadamard_transform(array(5), 0.2f).item<float>(), 1.0f, 1e-7);
+  EXPECT_EQ(hadamard_transform(array({3, 4}, {2, 1})).dtype(), int32);
   expect_throws_naming<std::invalid_argument>([] { hadamard_transform(astype(randn({12}), complex64)); }, "[hadamard_transform]");
 }
 

@@ -1067,9 +1067,10 @@ array einsum(const std::string& subscripts, const std::vector<array>& operands, 
 /// out[..., :] = scale * (H_m kron H_p) a[..., :] for n = m * p, p = 2^k, m in {1, 12, 20, 28};
 /// H_p[i][j] = (-1)^popcount(i & j) (Sylvester), H_m the fixed order-m matrix MLX uses (from
 /// Sloane's library; H_20 and H_28 are not symmetric), H_1 = [1]. With scale = 1 the matrix
-/// times its transpose is n I. Shapes: as a (at least 1 dimension). Dtype: a's if floating,
-/// else float32. Throws std::invalid_argument naming hadamard_transform for a scalar, an n not
-/// of that form, or complex input. Source: MLX hadamard_transform. Runs: log2(p) butterfly
+/// times its transpose is n I. Shapes: as a. Dtype: a's if floating, else float32; n = 1 (a
+/// 0-d array counts as one) is MLX's special case: a itself at the default scale, whatever
+/// its dtype, else a * scale. Throws std::invalid_argument naming hadamard_transform for an n
+/// not of that form, or complex input. Source: MLX hadamard_transform. Runs: log2(p) butterfly
 /// steps, then one (m x m) matmul; composed of public ops, so vjp/jvp/vmap come from theirs.
 array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt, StreamOrDevice s = {});
 

@@ -61,8 +61,14 @@ array hadamard_matrix(int m) {
 
 array hadamard_transform(const array& a, std::optional<float> scale, StreamOrDevice s) {
   const char* op = "hadamard_transform";
-  if (a.ndim() == 0) throw_invalid_argument(op, "input must have at least 1 dimension; got shape ().");
-  const int n = a.shape(-1);
+  const int n = a.ndim() > 0 ? a.shape(-1) : 1;
+  if (n == 1) {
+    // A 0-d array or an axis of one: the 1 x 1 transform, MLX's rule (the input itself at the
+    // default scale 1 / sqrt(1), whatever its dtype; else times the scale).
+    if (a.dtype() == complex64) throw_invalid_argument(op, "input must be real; got complex64.");
+    if (!scale || *scale == 1.0f) return a;
+    return multiply(a, array(*scale, issubdtype(a.dtype(), floating) ? a.dtype() : float32), s);
+  }
   // n = m * 2^k with m the first of 1, 12, 20, 28 leaving a power of two (at most one does).
   int m = 0;
   for (int f : {1, 12, 20, 28}) {
