@@ -626,7 +626,9 @@ array median(const array& a, int axis, bool keepdims = false, StreamOrDevice s =
 // ---------------------------------------------------------------------------------------
 // Sorting and axis indexing used by the core (src/ops/sort.cpp, src/ops/indexing.cpp)
 
-/// a sorted along axis (flattened without axis); NaNs last, as NumPy.
+/// a sorted along axis (flattened without axis); NaNs last, as NumPy. Complex numbers sort
+/// lexicographically and any with a NaN part go last, tied among themselves in their input
+/// order (NumPy orders those too: R + nanj, then nan + Rj, then nan + nanj).
 array sort(const array& a, int axis, StreamOrDevice s = {});
 array sort(const array& a, StreamOrDevice s = {});
 /// The indices (uint32) that sort a along axis; stable (equal values keep their order; NaNs
