@@ -156,9 +156,12 @@ case "$part" in
     ;;
   lmtests)
     need 150 || continue
-    build lm_engine_test lm_serve_test
+    build lm_engine_test lm_serve_test fast_cross_entropy_test
     GT_TIMEOUT=200 gtest lm_engine_test
     GT_TIMEOUT=120 gtest lm_serve_test
+    # Session 17 reordered the CUDA cross_entropy kernels' arithmetic (large logits) blind:
+    # GpuMatchesCpu and LargeLogitsKeepTheirDigits on the GPU.
+    GT_TIMEOUT=60 gtest fast_cross_entropy_test
     ;;
   table18)
     # Issue 18's table: nuvec's engine and transformers' batched generate, both shapes; the
