@@ -83,10 +83,9 @@ CrossEntropy::CrossEntropy(Stream stream)
         array xf = astype(x, fast::cross_entropy_dtype(x.dtype()), stream);
         array y = wrap_targets(in[1], x.shape(-1), stream);
         // (max − x_t) + logsumexp(x − max), the kernels' order (cross_entropy_rules.h): lse −
-        // x_t rounds lse at the logits' magnitude. A non-finite max shifts by 0 instead, so
+        // x_t rounds lse at the logits' magnitude. An infinite max shifts by 0 instead (max_shift), so
         // such rows keep lse − x_t's answers (logsumexp_graph's special cases).
-        array m = stop_gradient(max(xf, {-1}, true, stream), stream);
-        m = where(isfinite(m, stream), m, zeros_like(m, stream), stream);
+        array m = fast::max_shift(xf, {-1}, stream);
         array lse = squeeze(fast::logsumexp_graph(subtract(xf, m, stream), {-1}, stream), -1, stream);
         return std::vector<array>{add(subtract(squeeze(m, -1, stream), target_score(xf, y, stream), stream), lse, stream)};
       }) {}

@@ -11,12 +11,16 @@ namespace nuvec {
 
 namespace fast {
 
+array max_shift(const array& x, const std::vector<int>& axes, StreamOrDevice s) {
+  array m = stop_gradient(max(x, axes, true, s), s);
+  return where(isinf(m, s), zeros_like(m, s), m, s);
+}
+
 array logsumexp_graph(const array& x, const std::vector<int>& axes, StreamOrDevice s) {
   Dtype dt = x.dtype();
   Dtype acc = float_accumulate_type(dt);
   array xf = astype(x, acc, s);
-  array m = stop_gradient(max(xf, axes, true, s), s);
-  m = where(isinf(m, s), zeros_like(m, s), m, s);
+  array m = max_shift(xf, axes, s);
   array out = add(log(sum(exp(subtract(xf, m, s), s), axes, true, s), s), m, s);
   return acc != dt ? astype(out, dt, s) : out;
 }
@@ -106,8 +110,7 @@ LogSumExpVjp::LogSumExpVjp(Stream stream)
         const auto s = stream;
         const Dtype dt = in[0].dtype(), acc = float_accumulate_type(dt);
         array xf = astype(in[0], acc, s);
-        array m = stop_gradient(max(xf, -1, true, s), s);
-        m = where(isinf(m, s), zeros_like(m, s), m, s);
+        array m = fast::max_shift(xf, {-1}, s);
         array e = exp(subtract(xf, m, s), s);
         array dx = multiply(divide(astype(in[2], acc, s), sum(e, -1, true, s), s), e, s);
         return std::vector<array>{acc != dt ? astype(dx, dt, s) : dx};

@@ -12,6 +12,12 @@ namespace nuvec {
 
 namespace fast {
 
+/// The shift that keeps exp(x − m) in range and large values' digits: the max of x over
+/// `axes` (kept), gradient-free, replaced by 0 where infinite (a row of −inf or holding +inf
+/// then keeps its infinity). Shared by logsumexp_graph and its vjp, cross_entropy's graphs,
+/// nn::losses::cross_entropy and nn::log_softmax, which subtract it before adding anything.
+array max_shift(const array& x, const std::vector<int>& axes, StreamOrDevice s = {});
+
 /// The logsumexp graph over `axes` of x (ordinary ops), keeping the axes: m + log(sum(exp(x
 /// - m))) with m the gradient-free max, replaced by 0 where infinite (so a row of -inf gives
 /// -inf and a row holding +inf gives +inf; NaN propagates). Half inputs compute in float32

@@ -2,6 +2,7 @@
 // python/mlx/nn/layers/activations.py.
 #include <cmath>
 
+#include "fast/logsumexp.h"
 #include "nuvec/nn/activations.h"
 #include "nuvec/ops.h"
 
@@ -54,10 +55,8 @@ array softmax(const array& x, int axis) {
 
 array log_softmax(const array& x, int axis) {
   // (x − max) − logsumexp(x − max): x − logsumexp(x) rounds the logsumexp at the inputs'
-  // magnitude first ([1e8, 1e8] gave [0, 0], not −log 2). A non-finite max shifts by 0.
-  array m = stop_gradient(max(x, axis, /*keepdims=*/true));
-  m = where(isfinite(m), m, zeros_like(m));
-  const array shifted = x - m;
+  // magnitude first ([1e8, 1e8] gave [0, 0], not −log 2). An infinite max shifts by 0 (max_shift).
+  const array shifted = x - fast::max_shift(x, {axis});
   return shifted - logsumexp(shifted, axis, /*keepdims=*/true);
 }
 

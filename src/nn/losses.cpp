@@ -1,6 +1,7 @@
 // nuvec::nn::losses: loss functions composed from public ops; formulas and defaults from
 // MLX's python/mlx/nn/losses.py.
 #include "core/errors.h"
+#include "fast/logsumexp.h"
 #include "nuvec/nn/activations.h"
 #include "nuvec/fast.h"
 #include "nuvec/nn/losses.h"
@@ -83,8 +84,7 @@ array cross_entropy(
   // sum(logits · targets), computed on x = logits − max: the max cancels (but for
   // probabilities that do not sum to 1, whose term (1 − ls)·max·(1 − sum(targets)) is kept),
   // so large logits keep their digits where lse − score rounds lse at their magnitude first.
-  array m = stop_gradient(max(logits, ax, /*keepdims=*/true));
-  m = where(isfinite(m), m, zeros_like(m));
+  const array m = fast::max_shift(logits, {ax});
   const array x = logits - m;
   const array lse = logsumexp(x, ax);
   const bool probabilities = targets.ndim() == logits.ndim();

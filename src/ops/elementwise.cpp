@@ -190,15 +190,19 @@ array where(const array& condition, const array& x, const array& y, StreamOrDevi
   return array(shape, t, std::make_shared<Select>(to_stream(s)), std::move(in));
 }
 
+namespace {
+// x + i·y from real parts (complex64): the ops that work on a complex number's parts apart.
+array complex_from(const array& x, const array& y, StreamOrDevice s) {
+  return add(cast(x, complex64, s), multiply(cast(y, complex64, s), array(complex64_t(0.0f, 1.0f)), s), s);
+}
+} // namespace
+
 array nan_to_num(const array& a, float nan, const std::optional<float> posinf,
                  const std::optional<float> neginf, StreamOrDevice s) {
   Dtype t = a.dtype();
   if (!is_inexact(t)) return a;
   if (t == complex64) {
-    array re = nan_to_num(real(a, s), nan, posinf, neginf, s);
-    array im = nan_to_num(imag(a, s), nan, posinf, neginf, s);
-    return add(cast(re, complex64, s),
-               multiply(cast(im, complex64, s), array(complex64_t(0.0f, 1.0f)), s), s);
+    return complex_from(nan_to_num(real(a, s), nan, posinf, neginf, s), nan_to_num(imag(a, s), nan, posinf, neginf, s), s);
   }
   array hi(posinf ? double(*posinf) : finite_max(t), t);
   array lo(neginf ? double(*neginf) : -finite_max(t), t);
@@ -280,12 +284,6 @@ array expm1(const array& a, StreamOrDevice s) {
 array log(const array& a, StreamOrDevice s) { return float_unary("log", UnaryOp::Log, a, s); }
 array log2(const array& a, StreamOrDevice s) { return float_unary("log2", UnaryOp::Log2, a, s); }
 array log10(const array& a, StreamOrDevice s) { return float_unary("log10", UnaryOp::Log10, a, s); }
-namespace {
-// x + i·y from real parts (complex64).
-array complex_from(const array& x, const array& y, StreamOrDevice s) {
-  return add(astype(x, complex64, s), multiply(astype(y, complex64, s), array(std::complex<float>(0.0f, 1.0f)), s), s);
-}
-} // namespace
 
 array log1p(const array& a, StreamOrDevice s) {
   if (a.dtype() == complex64) {

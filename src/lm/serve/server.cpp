@@ -37,6 +37,13 @@ void answer_error(httplib::Response& res, const ApiError& e) {
   res.set_content(serve::error_body(e), "application/json");
 }
 
+// The longest request (prompt and completion) the engine's KV pool holds: a request of n
+// tokens computes n − 1 positions (its last token is never fed back), and the engine refuses
+// one that needs more blocks than the pool has.
+int64_t pool_context(const Engine& engine) {
+  return int64_t(engine.stats().total_blocks) * engine.options().block_size + 1;
+}
+
 // The method a route of this server takes, or null for a path it does not serve.
 const char* allowed_method(const std::string& path) {
   if (path == "/health" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) return "GET"; // any name
@@ -66,11 +73,11 @@ struct Server::Impl {
     protocol.tokenizer = &tokenizer;
     protocol.chat_template = options.chat_template ? &*options.chat_template : nullptr;
     protocol.model_name = options.model_name;
-    // One request of the whole context must fit the pool (the engine's admission rule).
-    const int64_t pool = int64_t(engine.stats().total_blocks) * engine.options().block_size + 1;
+    // One request of the whole context must fit the pool (the Server's constructor checked
+    // an explicit max_model_len).
     protocol.context_length = options.max_model_len > 0
         ? options.max_model_len
-        : int(std::min<int64_t>(config.max_position_embeddings, pool));
+        : int(std::min<int64_t>(config.max_position_embeddings, pool_context(engine)));
     protocol.vocab_size = config.vocab_size;
     protocol.default_max_tokens = options.default_max_tokens;
     routes();
@@ -291,11 +298,9 @@ Server::Server(Engine& engine, const Tokenizer& tokenizer, ServeOptions options)
     fail_options("max_model_len must be in [0, " + std::to_string(max_len) + "] (0: the model's context); got " +
                  std::to_string(options.max_model_len));
   }
-  // A request of the whole context computes context − 1 positions (the last token is never
-  // fed back): the engine refuses one that needs more blocks than the pool has, so a context
-  // asked for that the pool cannot hold would admit requests that are then refused.
-  const int block = engine.options().block_size, blocks = engine.stats().total_blocks;
-  if (options.max_model_len > 0 && int64_t(blocks) * block < options.max_model_len - 1) {
+  // A context asked for that the pool cannot hold would admit requests that are then refused.
+  if (options.max_model_len > 0 && pool_context(engine) < options.max_model_len) {
+    const int block = engine.options().block_size, blocks = engine.stats().total_blocks;
     fail_options("the KV pool holds " + std::to_string(int64_t(blocks) * block) + " positions (" +
                  std::to_string(blocks) + " blocks of " + std::to_string(block) + "), fewer than one request of the " +
                  std::to_string(options.max_model_len) + "-token max_model_len needs (" +
