@@ -296,7 +296,18 @@ struct Engine::Impl {
     return end;
   }
 
-  // Ends s (already out of waiting/running): frees its blocks and reports.
+  // The counts stats() reports, from the scheduler's state (mtx held; engine thread).
+  void publish_stats() {
+    stats.free_blocks = blocks.free_count();
+    stats.free_state_slots = int(free_state_slots.size());
+    stats.prefix_states = int(snapshots.size());
+    stats.running = int(running.size());
+    stats.waiting = int(waiting.size() + inbox.size());
+  }
+
+  // Ends s (already out of waiting/running): frees its blocks and reports. The stats are
+  // published before the report, so that whoever learns of the end (a client's last event)
+  // and then asks stats() sees the request's blocks and state row free.
   void finish(SeqPtr s, const std::string& reason) {
     release_blocks(*s);
     EngineResult r;
@@ -307,6 +318,7 @@ struct Engine::Impl {
       std::lock_guard<std::mutex> lk(mtx);
       --unfinished;
       cancels.erase(s->id);
+      publish_stats();
     }
     if (s->on_finish) {
       try {
@@ -835,11 +847,7 @@ void Engine::cancel(int64_t id) {
 bool Engine::step() {
   bool more = impl_->step();
   std::lock_guard<std::mutex> lk(impl_->mtx);
-  impl_->stats.free_blocks = impl_->blocks.free_count();
-  impl_->stats.free_state_slots = int(impl_->free_state_slots.size());
-  impl_->stats.prefix_states = int(impl_->snapshots.size());
-  impl_->stats.running = int(impl_->running.size());
-  impl_->stats.waiting = int(impl_->waiting.size() + impl_->inbox.size());
+  impl_->publish_stats();
   return more;
 }
 
